@@ -1,0 +1,42 @@
+# spotwise: the two commands that matter are `make run` and `make test`.
+GO       ?= go
+BIN      := bin/spotwise
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X main.version=$(VERSION)
+# Where the measured spot traces live (read at run time, never copied).
+TRACES   ?= ../shared/traces
+
+.PHONY: build run test test-short bench lint fmt vet clean
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/spotwise
+
+# The whole system on an embedded NATS server and the simulated cloud.
+run: build
+	$(BIN) server $(ARGS)
+
+# Everything, with the race detector, as CI runs it.
+test:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+test-short:
+	$(GO) test -short -count=1 ./...
+
+# Benchmarks for the performance targets (one core for the cycle).
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x -timeout 30m ./...
+
+lint: vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@command -v staticcheck >/dev/null 2>&1 || $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+	$$($(GO) env GOPATH)/bin/staticcheck ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+vet:
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin data

@@ -1,0 +1,146 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Client talks to a spotwise server over HTTP; the CLI uses it.
+type Client struct {
+	Base string
+	HTTP *http.Client
+}
+
+// NewClient returns a client for a server address ("127.0.0.1:8080" or a
+// full URL).
+func NewClient(server string) *Client {
+	if !strings.Contains(server, "://") {
+		server = "http://" + server
+	}
+	return &Client{Base: strings.TrimRight(server, "/"), HTTP: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// Submit sends a spec file's bytes; contentType is application/yaml or
+// application/json.
+func (c *Client) Submit(ctx context.Context, spec []byte, contentType, idempotencyKey string) (*JobView, bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Base+"/v1/jobs", bytes.NewReader(spec))
+	if err != nil {
+		return nil, false, err
+	}
+	req.Header.Set("Content-Type", contentType)
+	if idempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", idempotencyKey)
+	}
+	var v JobView
+	status, err := c.do(req, &v)
+	if err != nil {
+		return nil, false, err
+	}
+	return &v, status == http.StatusCreated, nil
+}
+
+// Get fetches one job.
+func (c *Client) Get(ctx context.Context, id string) (*JobView, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base+"/v1/jobs/"+url.PathEscape(id), nil)
+	if err != nil {
+		return nil, err
+	}
+	var v JobView
+	_, err = c.do(req, &v)
+	return &v, err
+}
+
+// Cancel cancels one job.
+func (c *Client) Cancel(ctx context.Context, id, reason string) (*JobView, error) {
+	u := c.Base + "/v1/jobs/" + url.PathEscape(id)
+	if reason != "" {
+		u += "?reason=" + url.QueryEscape(reason)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	var v JobView
+	_, err = c.do(req, &v)
+	return &v, err
+}
+
+// List fetches one page of jobs.
+func (c *Client) List(ctx context.Context, q Query) (*JobList, error) {
+	v := url.Values{}
+	for _, s := range q.States {
+		v.Add("state", string(s))
+	}
+	if q.Team != "" {
+		v.Set("team", q.Team)
+	}
+	if q.Name != "" {
+		v.Set("name", q.Name)
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.After != "" {
+		v.Set("after", q.After)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base+"/v1/jobs?"+v.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	var l JobList
+	_, err = c.do(req, &l)
+	return &l, err
+}
+
+// ListAll follows the pages of a listing up to max jobs (0 = all).
+func (c *Client) ListAll(ctx context.Context, q Query, max int) ([]Summary, error) {
+	var out []Summary
+	for {
+		if max > 0 {
+			q.Limit = min(1000, max-len(out))
+		} else {
+			q.Limit = 1000
+		}
+		page, err := c.List(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Jobs...)
+		if page.Next == "" || (max > 0 && len(out) >= max) {
+			return out, nil
+		}
+		q.After = page.Next
+	}
+}
+
+func (c *Client) do(req *http.Request, into any) (int, error) {
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("cannot reach the spotwise server at %s (is `spotwise server` running? set --server or SPOTWISE_SERVER): %w", c.Base, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode >= 400 {
+		var eb errorBody
+		if json.Unmarshal(body, &eb) == nil && eb.Error != nil {
+			eb.Error.Status = resp.StatusCode
+			return resp.StatusCode, eb.Error
+		}
+		return resp.StatusCode, fmt.Errorf("server answered %s", resp.Status)
+	}
+	if err := json.Unmarshal(body, into); err != nil {
+		return resp.StatusCode, fmt.Errorf("reading server answer: %w", err)
+	}
+	return resp.StatusCode, nil
+}

@@ -1,0 +1,211 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/internal/clock"
+	"github.com/spotwise/spotwise/job"
+)
+
+// Service is the job API behind both HTTP and NATS.
+type Service struct {
+	bus   *events.Bus
+	jobs  *events.JobStore
+	vocab job.Vocabulary
+	clock clock.Clock
+	log   *zap.Logger
+	ix    *index
+}
+
+// NewService returns the job API over a bus; vocab is what specs are
+// validated against (the catalog).
+func NewService(bus *events.Bus, vocab job.Vocabulary, clk clock.Clock, log *zap.Logger) *Service {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Service{bus: bus, jobs: bus.Jobs(), vocab: vocab, clock: clk, log: log, ix: newIndex()}
+}
+
+// Start begins keeping the listing index; it returns once the index holds
+// every stored job.
+func (s *Service) Start(ctx context.Context) error {
+	if err := s.ix.start(ctx, s.jobs); err != nil {
+		return err
+	}
+	select {
+	case <-s.ix.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// SubmitResult is the outcome of a submission.
+type SubmitResult struct {
+	Job *JobView
+	// Created is false when an idempotency key matched an existing job.
+	Created bool
+}
+
+// Submit validates a spec (YAML or JSON) and stores it as a queued job.
+// With an idempotency key, a retry of the same submission returns the job
+// the first one created; a different spec under the same key is refused.
+// Nothing is stored unless the spec is valid.
+func (s *Service) Submit(ctx context.Context, body []byte, idempotencyKey, via string) (*SubmitResult, error) {
+	spec, err := job.Parse(body, s.vocab)
+	if err != nil {
+		if ve, ok := job.AsValidationError(err); ok {
+			return nil, errInvalidSpec(ve)
+		}
+		return nil, errBadRequest("%v", err)
+	}
+	if len(idempotencyKey) > 256 {
+		return nil, errBadRequest("idempotency key is longer than 256 characters")
+	}
+	now := s.clock.Now()
+	deadline := spec.Deadline.Resolve(now)
+	if !deadline.IsZero() && !deadline.After(now) {
+		return nil, errInvalidSpec(&job.ValidationError{Errors: []job.FieldError{{Field: "deadline", Message: fmt.Sprintf("%s is in the past", deadline.UTC().Format(time.RFC3339))}}})
+	}
+	id := job.NewID(now)
+	if idempotencyKey != "" {
+		id = job.IDForKey(spec.Team, idempotencyKey)
+	}
+	rec := &job.Record{ID: id, Spec: spec, Status: job.Status{
+		State: job.Queued, Message: "waiting for placement", SubmittedAt: now, UpdatedAt: now,
+		DeadlineAt: deadline, IdempotencyKey: idempotencyKey, SpecHash: spec.Hash(),
+	}}
+	if _, err := s.jobs.Create(ctx, rec); err != nil {
+		if errors.Is(err, events.ErrExists) && idempotencyKey != "" {
+			return s.replay(ctx, id, rec.Status.SpecHash)
+		}
+		return nil, errUnavailable(err)
+	}
+	s.log.Info("job submitted", zap.String("job", id), zap.String("name", spec.Name), zap.String("team", spec.Team), zap.String("via", via))
+	if err := s.bus.Publish(ctx, events.SubjectJobSubmitted, &events.JobSubmitted{JobID: id, Name: spec.Name, Team: spec.Team, Priority: spec.Prio(), SubmittedAt: now, Via: via}, events.WithID(id+"-submitted")); err != nil {
+		s.log.Warn("announcing submission (the scheduler still sees the job)", zap.String("job", id), zap.Error(err))
+	}
+	msg := "queued via " + via
+	if !deadline.IsZero() {
+		msg += ", deadline " + deadline.UTC().Format(time.RFC3339)
+	}
+	if err := s.bus.Publish(ctx, events.JobEventsSubject(id), &events.JobEvent{JobID: id, Kind: events.KindQueued, State: job.Queued, Message: msg}, events.WithID(id+"-queued")); err != nil {
+		s.log.Warn("recording submission in history", zap.String("job", id), zap.Error(err))
+	}
+	v := viewOf(rec, now, nil, nil)
+	v.Events = []EventView{{Time: now, Kind: events.KindQueued, State: job.Queued, Message: msg}}
+	return &SubmitResult{Job: v, Created: true}, nil
+}
+
+// replay answers a retried submission with the job the first one made.
+func (s *Service) replay(ctx context.Context, id, specHash string) (*SubmitResult, error) {
+	existing, _, err := s.jobs.Get(ctx, id)
+	if err != nil {
+		return nil, errUnavailable(err)
+	}
+	if existing.Status.SpecHash != specHash {
+		return nil, &Error{Status: http.StatusConflict, Code: CodeConflict, Message: fmt.Sprintf("idempotency key already used for job %s with a different spec", id)}
+	}
+	v, err := s.view(ctx, existing)
+	if err != nil {
+		return nil, err
+	}
+	return &SubmitResult{Job: v}, nil
+}
+
+// Get returns a job with its history and, if queued, why it is pending.
+func (s *Service) Get(ctx context.Context, id string) (*JobView, error) {
+	if !job.ValidID(id) {
+		return nil, errNotFound(id)
+	}
+	rec, _, err := s.jobs.Get(ctx, id)
+	if errors.Is(err, events.ErrNotFound) {
+		return nil, errNotFound(id)
+	}
+	if err != nil {
+		return nil, errUnavailable(err)
+	}
+	return s.view(ctx, rec)
+}
+
+func (s *Service) view(ctx context.Context, rec *job.Record) (*JobView, error) {
+	var reasons []job.PendingReason
+	if rec.Status.State == job.Queued {
+		if b, _, err := s.bus.Pending().Get(ctx, rec.ID); err == nil {
+			var info struct {
+				Reasons []job.PendingReason `json:"reasons"`
+			}
+			if json.Unmarshal(b, &info) == nil {
+				reasons = info.Reasons
+			}
+		}
+	}
+	history, err := s.bus.JobHistory(ctx, rec.ID, 500)
+	if err != nil {
+		s.log.Warn("reading job history", zap.String("job", rec.ID), zap.Error(err))
+	}
+	return viewOf(rec, s.clock.Now(), reasons, history), nil
+}
+
+// List returns a page of jobs, newest first.
+func (s *Service) List(_ context.Context, q Query) (*JobList, error) {
+	for _, st := range q.States {
+		if !st.Valid() {
+			return nil, errBadRequest("unknown state %q", st)
+		}
+	}
+	if q.After != "" && !job.ValidID(q.After) {
+		return nil, errBadRequest("after: %q is not a job ID", q.After)
+	}
+	l := s.ix.list(q, s.clock.Now())
+	return &l, nil
+}
+
+// Cancel cancels a job; the scheduler releases its capacity. Cancelling a
+// cancelled job is not an error; cancelling a finished one is.
+func (s *Service) Cancel(ctx context.Context, id, reason string) (*JobView, error) {
+	if !job.ValidID(id) {
+		return nil, errNotFound(id)
+	}
+	now := s.clock.Now()
+	msg := "cancelled by user"
+	if reason != "" {
+		msg += ": " + reason
+	}
+	var already bool
+	rec, _, err := s.jobs.Modify(ctx, id, func(r *job.Record) error {
+		already = false
+		switch {
+		case r.Status.State == job.Cancelled:
+			already = true
+			return events.ErrNoChange
+		case r.Status.State.Terminal():
+			return &Error{Status: http.StatusConflict, Code: CodeAlreadyFinished, Message: fmt.Sprintf("job %s already %s", id, r.Status.State)}
+		}
+		return r.MoveTo(job.Cancelled, now, msg)
+	})
+	var apiErr *Error
+	switch {
+	case errors.As(err, &apiErr):
+		return nil, apiErr
+	case errors.Is(err, events.ErrNotFound):
+		return nil, errNotFound(id)
+	case err != nil:
+		return nil, errUnavailable(err)
+	}
+	if !already {
+		s.log.Info("job cancelled", zap.String("job", id))
+		if err := s.bus.Publish(ctx, events.JobEventsSubject(id), &events.JobEvent{JobID: id, Kind: events.KindCancelled, State: job.Cancelled, Attempt: rec.Status.Attempt, Message: msg, Cost: rec.CostAt(now)}, events.WithID(id+"-cancelled")); err != nil {
+			s.log.Warn("recording cancellation in history", zap.String("job", id), zap.Error(err))
+		}
+	}
+	return s.view(ctx, rec)
+}

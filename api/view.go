@@ -1,0 +1,117 @@
+package api
+
+import (
+	"time"
+
+	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/job"
+)
+
+// JobView is a job as clients see it.
+type JobView struct {
+	ID       string    `json:"id"`
+	Name     string    `json:"name"`
+	Team     string    `json:"team"`
+	Priority int       `json:"priority"`
+	State    job.State `json:"state"`
+	Message  string    `json:"message,omitempty"`
+	// Placement is where the current (or, for a finished job, the last)
+	// attempt runs.
+	Placement   *job.Placement `json:"placement"`
+	CostUSD     money.Micros   `json:"cost_usd"`
+	Progress    float64        `json:"progress"`
+	Attempt     int            `json:"attempt"`
+	SubmittedAt time.Time      `json:"submitted_at"`
+	DeadlineAt  *time.Time     `json:"deadline_at,omitempty"`
+	StartedAt   *time.Time     `json:"started_at,omitempty"`
+	FinishedAt  *time.Time     `json:"finished_at,omitempty"`
+	// Estimate is what the scheduler expected of the current attempt.
+	Estimate       *Estimate           `json:"estimate,omitempty"`
+	PendingReasons []job.PendingReason `json:"pending_reasons"`
+	Events         []EventView         `json:"events"`
+	Attempts       []job.Attempt       `json:"attempts,omitempty"`
+	WorkLost       job.Duration        `json:"work_lost,omitempty"`
+	Spec           *job.Spec           `json:"spec,omitempty"`
+}
+
+// Estimate is the scheduler's expectation for an attempt.
+type Estimate struct {
+	Runtime job.Duration `json:"runtime"`
+	CostUSD money.Micros `json:"cost_usd"`
+}
+
+// EventView is one entry of a job's history.
+type EventView struct {
+	Time      time.Time           `json:"time"`
+	Kind      string              `json:"kind"`
+	State     job.State           `json:"state"`
+	Attempt   int                 `json:"attempt,omitempty"`
+	Message   string              `json:"message,omitempty"`
+	Placement *job.Placement      `json:"placement,omitempty"`
+	Reasons   []job.PendingReason `json:"reasons,omitempty"`
+	Progress  float64             `json:"progress,omitempty"`
+	CostUSD   money.Micros        `json:"cost_usd,omitempty"`
+}
+
+// Summary is a job in a listing.
+type Summary struct {
+	ID          string         `json:"id"`
+	Name        string         `json:"name"`
+	Team        string         `json:"team"`
+	Priority    int            `json:"priority"`
+	State       job.State      `json:"state"`
+	Placement   *job.Placement `json:"placement"`
+	CostUSD     money.Micros   `json:"cost_usd"`
+	Progress    float64        `json:"progress"`
+	SubmittedAt time.Time      `json:"submitted_at"`
+}
+
+// JobList is one page of a listing; Next is the cursor for the next page.
+type JobList struct {
+	Jobs []Summary `json:"jobs"`
+	Next string    `json:"next,omitempty"`
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// lastPlacement is the current attempt's placement or the last ended one.
+func lastPlacement(r *job.Record) *job.Placement {
+	if a := r.Status.Current; a != nil {
+		p := a.Placement
+		return &p
+	}
+	if n := len(r.Status.Attempts); n > 0 {
+		p := r.Status.Attempts[n-1].Placement
+		return &p
+	}
+	return nil
+}
+
+func viewOf(r *job.Record, now time.Time, reasons []job.PendingReason, history []events.HistoryEntry) *JobView {
+	v := &JobView{
+		ID: r.ID, Name: r.Spec.Name, Team: r.Spec.Team, Priority: r.Spec.Prio(), State: r.Status.State,
+		Message: r.Status.Message, Placement: lastPlacement(r), CostUSD: r.CostAt(now), Progress: r.Status.Progress,
+		Attempt: r.Status.Attempt, SubmittedAt: r.Status.SubmittedAt, DeadlineAt: timePtr(r.Status.DeadlineAt),
+		StartedAt: timePtr(r.Status.StartedAt), FinishedAt: timePtr(r.Status.FinishedAt),
+		PendingReasons: reasons, Events: make([]EventView, 0, len(history)), Attempts: r.Status.Attempts,
+		WorkLost: r.Status.WorkLost, Spec: &r.Spec,
+	}
+	if v.PendingReasons == nil {
+		v.PendingReasons = []job.PendingReason{}
+	}
+	if a := r.Status.Current; a != nil {
+		v.Estimate = &Estimate{Runtime: a.EstimatedRuntime, CostUSD: a.EstimatedCost}
+	}
+	for _, h := range history {
+		e := h.Event
+		v.Events = append(v.Events, EventView{Time: h.Envelope.Time, Kind: e.Kind, State: e.State, Attempt: e.Attempt,
+			Message: e.Message, Placement: e.Placement, Reasons: e.Reasons, Progress: e.Progress, CostUSD: e.Cost})
+	}
+	return v
+}

@@ -1,0 +1,9 @@
+// Package bidding is spotwise's money and risk model: how long a job takes
+// on a GPU type, what it costs to finish on an offer, whether it can meet
+// its deadline, and which purchase options a job's policy allows.
+//
+// Everything here is a pure function of its inputs: no I/O, no clock
+// reads, no NATS. The scheduler, `spotwise quote` and `spotwise simulate`
+// call the same code, so what the simulator measures is what the scheduler
+// does.
+package bidding

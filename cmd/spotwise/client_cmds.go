@@ -1,0 +1,287 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/spotwise/spotwise/api"
+	"github.com/spotwise/spotwise/job"
+)
+
+func newSubmitCmd() *cobra.Command {
+	var cf clientFlags
+	var key string
+	var wait bool
+	cmd := &cobra.Command{
+		Use:   "submit FILE...",
+		Short: "Submit job specs (YAML or JSON; - reads standard input)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			if key != "" && len(args) > 1 {
+				return fmt.Errorf("--idempotency-key applies to one spec; submit one file at a time")
+			}
+			out := cmd.OutOrStdout()
+			for _, path := range args {
+				data, ctype, err := readSpec(cmd.InOrStdin(), path)
+				if err != nil {
+					return err
+				}
+				v, created, err := c.Submit(cmd.Context(), data, ctype, key)
+				if err != nil {
+					return fmt.Errorf("%s: %w", path, err)
+				}
+				if wait {
+					if v, err = waitDone(cmd, c, v.ID); err != nil {
+						return err
+					}
+				}
+				if cf.output == "json" {
+					if err := writeJSON(out, v); err != nil {
+						return err
+					}
+					continue
+				}
+				verb := "submitted"
+				if !created {
+					verb = "already submitted"
+				}
+				fmt.Fprintf(out, "%s %s (%s): %s\n", verb, v.ID, v.Name, v.State)
+				if wait {
+					printJob(out, v)
+				}
+			}
+			if cf.output == "table" && !wait {
+				fmt.Fprintln(out, "follow it with: spotwise jobs   or   spotwise job <id>")
+			}
+			return nil
+		},
+	}
+	cf.register(cmd)
+	cmd.Flags().StringVar(&key, "idempotency-key", "", "retrying with the same key returns the job the first submission created")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the job finishes")
+	return cmd
+}
+
+// readSpec reads a spec file (or standard input for "-") and picks the
+// content type from its name.
+func readSpec(stdin io.Reader, path string) ([]byte, string, error) {
+	var data []byte
+	var err error
+	if path == "-" {
+		data, err = io.ReadAll(io.LimitReader(stdin, api.MaxBodyBytes+1))
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	ctype := "application/yaml"
+	if strings.EqualFold(filepath.Ext(path), ".json") {
+		ctype = "application/json"
+	}
+	return data, ctype, nil
+}
+
+func waitDone(cmd *cobra.Command, c *api.Client, id string) (*api.JobView, error) {
+	for {
+		v, err := c.Get(cmd.Context(), id)
+		if err != nil {
+			return nil, err
+		}
+		if v.State.Terminal() {
+			return v, nil
+		}
+		select {
+		case <-cmd.Context().Done():
+			return v, cmd.Context().Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func newJobsCmd() *cobra.Command {
+	var cf clientFlags
+	var states []string
+	var team, name string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "jobs",
+		Short: "List jobs, newest first, with placement and cost",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			q := api.Query{Team: team, Name: name}
+			for _, s := range states {
+				q.States = append(q.States, job.State(strings.ToLower(s)))
+			}
+			jobs, err := c.ListAll(cmd.Context(), q, limit)
+			if err != nil {
+				return err
+			}
+			if cf.output == "json" {
+				return writeJSON(cmd.OutOrStdout(), jobs)
+			}
+			printJobs(cmd.OutOrStdout(), jobs)
+			return nil
+		},
+	}
+	cf.register(cmd)
+	cmd.Flags().StringSliceVar(&states, "state", nil, "only jobs in these states (queued, running, ...)")
+	cmd.Flags().StringVar(&team, "team", "", "only this team's jobs")
+	cmd.Flags().StringVar(&name, "name", "", "only jobs whose name contains this")
+	cmd.Flags().IntVar(&limit, "limit", 200, "at most this many jobs (0 = all)")
+	return cmd
+}
+
+func newJobCmd() *cobra.Command {
+	var cf clientFlags
+	cmd := &cobra.Command{
+		Use:   "job ID",
+		Short: "Show a job: state, placement, cost, history and why it is pending",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			v, err := c.Get(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if cf.output == "json" {
+				return writeJSON(cmd.OutOrStdout(), v)
+			}
+			printJob(cmd.OutOrStdout(), v)
+			return nil
+		},
+	}
+	cf.register(cmd)
+	return cmd
+}
+
+func newCancelCmd() *cobra.Command {
+	var cf clientFlags
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "cancel ID...",
+		Short: "Cancel jobs and release their capacity",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			for _, id := range args {
+				v, err := c.Cancel(cmd.Context(), id, reason)
+				if err != nil {
+					return fmt.Errorf("%s: %w", id, err)
+				}
+				if cf.output == "json" {
+					if err := writeJSON(cmd.OutOrStdout(), v); err != nil {
+						return err
+					}
+					continue
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s (%s): %s, cost %s\n", v.ID, v.Name, v.State, v.CostUSD)
+			}
+			return nil
+		},
+	}
+	cf.register(cmd)
+	cmd.Flags().StringVar(&reason, "reason", "", "why, for the job's history")
+	return cmd
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func placementText(p *job.Placement) string {
+	if p == nil {
+		return "-"
+	}
+	nodes := ""
+	if p.Nodes > 1 {
+		nodes = fmt.Sprintf("%dx ", p.Nodes)
+	}
+	return fmt.Sprintf("%s%s/%s %s %s", nodes, p.Provider, p.Zone, p.InstanceType, p.Purchase)
+}
+
+func printJobs(w io.Writer, jobs []api.Summary) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tTEAM\tSTATE\tPROGRESS\tPLACEMENT\tPRICE/H\tCOST")
+	for _, j := range jobs {
+		price := "-"
+		if j.Placement != nil {
+			price = j.Placement.HourlyCost().String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%3.0f%%\t%s\t%s\t%s\n", j.ID, j.Name, j.Team, j.State, j.Progress*100, placementText(j.Placement), price, j.CostUSD)
+	}
+	_ = tw.Flush()
+	if len(jobs) == 0 {
+		fmt.Fprintln(w, "no jobs")
+	}
+}
+
+func printJob(w io.Writer, v *api.JobView) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("ID", v.ID)
+	row("Name", fmt.Sprintf("%s (team %s, priority %d)", v.Name, v.Team, v.Priority))
+	row("State", string(v.State))
+	if v.Message != "" {
+		row("Message", v.Message)
+	}
+	row("Progress", fmt.Sprintf("%.0f%%", v.Progress*100))
+	row("Submitted", v.SubmittedAt.UTC().Format(time.RFC3339))
+	if v.DeadlineAt != nil {
+		row("Deadline", v.DeadlineAt.UTC().Format(time.RFC3339))
+	}
+	if v.FinishedAt != nil {
+		row("Finished", v.FinishedAt.UTC().Format(time.RFC3339))
+	}
+	if p := v.Placement; p != nil {
+		row("Placement", placementText(p))
+		row("GPUs", fmt.Sprintf("%d x %s per node", p.GPUs, p.GPU))
+		row("Price", fmt.Sprintf("%s/h per node, %s/h in all", p.PricePerHour, p.HourlyCost()))
+	}
+	if e := v.Estimate; e != nil {
+		row("Estimate", fmt.Sprintf("%s runtime, %s to finish", e.Runtime.D(), e.CostUSD))
+	}
+	row("Cost so far", v.CostUSD.String())
+	if v.Attempt > 0 {
+		row("Attempts", fmt.Sprint(v.Attempt))
+	}
+	_ = tw.Flush()
+	if len(v.PendingReasons) > 0 {
+		fmt.Fprintln(w, "\nWhy it is pending:")
+		for _, r := range v.PendingReasons {
+			fmt.Fprintf(w, "  - [%s] %s\n", r.Code, r.Message)
+		}
+	}
+	if len(v.Events) > 0 {
+		fmt.Fprintln(w, "\nHistory:")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, e := range v.Events {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", e.Time.UTC().Format("2006-01-02 15:04:05"), e.Kind, e.State, e.Message)
+		}
+		_ = tw.Flush()
+	}
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/spotwise/spotwise/internal/server"
+	"github.com/spotwise/spotwise/job"
+)
+
+func newServerCmd() *cobra.Command {
+	var configFile string
+	cfg := server.Defaults()
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the spotwise server (API, scheduler, feeds)",
+		Long: `Run the spotwise server. With no configuration it starts an embedded NATS
+server with JetStream (stored under --data-dir) and the simulated cloud at
+120x speed. Configuration comes from defaults, then --config FILE (YAML),
+then SPOTWISE_* environment variables, then flags.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Flags given on the command line win; apply file and env
+			// first, then re-apply the flags that were set.
+			flagged := cfg
+			merged := server.Defaults()
+			if configFile != "" {
+				if err := merged.LoadFile(configFile); err != nil {
+					return err
+				}
+			}
+			if err := merged.LoadEnv(os.LookupEnv); err != nil {
+				return err
+			}
+			applyFlags(cmd, &merged, flagged)
+			log, err := newLogger(merged.Log)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = log.Sync() }()
+			s, err := server.Start(cmd.Context(), merged, log)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			printBanner(s, merged)
+			<-cmd.Context().Done()
+			log.Info("shutting down")
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&configFile, "config", "", "YAML config file")
+	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "where the embedded NATS server keeps its store")
+	f.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP API address")
+	f.StringVar(&cfg.NATS.URL, "nats-url", "", "external NATS server or cluster (comma-separated URLs); empty runs the embedded server")
+	f.StringVar(&cfg.NATS.Listen, "nats-listen", cfg.NATS.Listen, "client address of the embedded NATS server (empty: in-process only)")
+	f.StringVar(&cfg.NATS.CredsFile, "nats-creds", "", "NATS credentials file (JWT and nkey)")
+	f.StringVar(&cfg.NATS.NKeyFile, "nats-nkey", "", "NATS nkey seed file")
+	f.StringVar(&cfg.NATS.User, "nats-user", "", "NATS user")
+	f.StringVar(&cfg.NATS.Password, "nats-password", "", "NATS password (prefer SPOTWISE_NATS_PASSWORD)")
+	f.StringVar(&cfg.NATS.Token, "nats-token", "", "NATS token (prefer SPOTWISE_NATS_TOKEN)")
+	f.StringVar(&cfg.NATS.TLSCAFile, "nats-tls-ca", "", "CA file to verify the NATS server")
+	f.StringVar(&cfg.NATS.TLSCertFile, "nats-tls-cert", "", "client certificate for NATS")
+	f.StringVar(&cfg.NATS.TLSKeyFile, "nats-tls-key", "", "client key for NATS")
+	f.IntVar(&cfg.NATS.Replicas, "nats-replicas", cfg.NATS.Replicas, "replicas of every stream and bucket (3 on a cluster)")
+	f.Float64Var(&cfg.Sim.Speed, "sim-speed", cfg.Sim.Speed, "how much faster than real time the simulated cloud runs (1 = real time)")
+	f.Int64Var(&cfg.Sim.Seed, "sim-seed", cfg.Sim.Seed, "seed of the simulated cloud (prices, capacity, latencies)")
+	f.StringVar(&cfg.Log.Level, "log-level", cfg.Log.Level, "debug, info, warn or error")
+	f.StringVar(&cfg.Log.Format, "log-format", cfg.Log.Format, "console or json")
+	return cmd
+}
+
+// applyFlags copies the flags set on the command line from flagged to cfg.
+func applyFlags(cmd *cobra.Command, cfg *server.Config, flagged server.Config) {
+	set := map[string]func(){
+		"data-dir":      func() { cfg.DataDir = flagged.DataDir },
+		"http-addr":     func() { cfg.HTTPAddr = flagged.HTTPAddr },
+		"nats-url":      func() { cfg.NATS.URL = flagged.NATS.URL },
+		"nats-listen":   func() { cfg.NATS.Listen = flagged.NATS.Listen },
+		"nats-creds":    func() { cfg.NATS.CredsFile = flagged.NATS.CredsFile },
+		"nats-nkey":     func() { cfg.NATS.NKeyFile = flagged.NATS.NKeyFile },
+		"nats-user":     func() { cfg.NATS.User = flagged.NATS.User },
+		"nats-password": func() { cfg.NATS.Password = flagged.NATS.Password },
+		"nats-token":    func() { cfg.NATS.Token = flagged.NATS.Token },
+		"nats-tls-ca":   func() { cfg.NATS.TLSCAFile = flagged.NATS.TLSCAFile },
+		"nats-tls-cert": func() { cfg.NATS.TLSCertFile = flagged.NATS.TLSCertFile },
+		"nats-tls-key":  func() { cfg.NATS.TLSKeyFile = flagged.NATS.TLSKeyFile },
+		"nats-replicas": func() { cfg.NATS.Replicas = flagged.NATS.Replicas },
+		"sim-speed":     func() { cfg.Sim.Speed = flagged.Sim.Speed },
+		"sim-seed":      func() { cfg.Sim.Seed = flagged.Sim.Seed },
+		"log-level":     func() { cfg.Log.Level = flagged.Log.Level },
+		"log-format":    func() { cfg.Log.Format = flagged.Log.Format },
+	}
+	for name, apply := range set {
+		if cmd.Flags().Changed(name) {
+			apply()
+		}
+	}
+}
+
+func newLogger(c server.LogConfig) (*zap.Logger, error) {
+	level, err := zapcore.ParseLevel(c.Level)
+	if err != nil {
+		return nil, fmt.Errorf("log level: %w", err)
+	}
+	zc := zap.NewProductionConfig()
+	if c.Format == "console" {
+		zc = zap.NewDevelopmentConfig()
+		zc.DisableStacktrace = true
+		zc.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
+	}
+	zc.Level = zap.NewAtomicLevelAt(level)
+	return zc.Build()
+}
+
+func printBanner(s *server.Server, cfg server.Config) {
+	nats := s.NATSURL()
+	if cfg.NATS.URL != "" {
+		nats = "external"
+	} else if nats == "" {
+		nats = "embedded (in-process only)"
+	}
+	speed := fmt.Sprintf("%gx", cfg.Sim.Speed)
+	if cfg.Sim.Speed == 1 {
+		speed = "real time"
+	}
+	fmt.Fprintf(os.Stderr, `
+spotwise is running
+  HTTP API        http://%s
+  NATS            %s
+  simulated cloud %s (seed %d), %s
+  clock           %s
+
+Submit a job from another shell:
+  spotwise submit examples/bert-finetune.yaml
+  spotwise jobs
+
+`, s.HTTPAddr(), nats, speed, cfg.Sim.Seed, job.Duration(cfg.Scheduler.ReconcileInterval).D().String()+" reconciliation", s.Clock().Now().UTC().Format("2006-01-02 15:04:05 MST"))
+}

@@ -1,0 +1,305 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/spotwise/spotwise/internal/clock"
+)
+
+// Config says which NATS to use. With URL empty, an embedded server is
+// started under Embedded.DataDir.
+type Config struct {
+	// URL is one or more comma-separated server URLs of an external
+	// server or cluster.
+	URL string
+	// Credentials for an external server: a creds file (JWT + nkey), an
+	// nkey seed file, user and password, or a token.
+	CredsFile    string
+	NKeyFile     string
+	User         string
+	Password     string
+	Token        string
+	TLSCAFile    string
+	TLSCertFile  string
+	TLSKeyFile   string
+	TLSRequired  bool
+	ConnName     string
+	Embedded     EmbeddedOptions
+	Replicas     int
+	ConnectRetry time.Duration
+}
+
+// Redacted describes the configuration for logs without any secret.
+func (c Config) Redacted() string {
+	if c.URL == "" {
+		return "embedded (store " + c.Embedded.DataDir + ", listen " + orNone(c.Embedded.Listen) + ")"
+	}
+	auth := "none"
+	switch {
+	case c.CredsFile != "":
+		auth = "creds file"
+	case c.NKeyFile != "":
+		auth = "nkey"
+	case c.User != "":
+		auth = "user " + c.User
+	case c.Token != "":
+		auth = "token"
+	}
+	return fmt.Sprintf("external %s (auth %s, tls %v)", redactURL(c.URL), auth, c.TLSCAFile != "" || c.TLSRequired)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// redactURL drops user information from server URLs.
+func redactURL(u string) string {
+	parts := strings.Split(u, ",")
+	for i, p := range parts {
+		if at := strings.LastIndex(p, "@"); at >= 0 {
+			scheme, _, ok := strings.Cut(p, "://")
+			if ok {
+				parts[i] = scheme + "://[redacted]@" + p[at+1:]
+			} else {
+				parts[i] = "[redacted]@" + p[at+1:]
+			}
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// Bus is spotwise's connection to NATS: JetStream streams, KV buckets,
+// publishing, durable consumers and request/reply.
+type Bus struct {
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	server   *server.Server
+	log      *zap.Logger
+	clock    clock.Clock
+	source   string
+	replicas int
+	jobs     *JobStore
+	pending  *KV
+	meta     *KV
+	sim      *KV
+	garbled  atomic.Int64
+}
+
+// Open connects to NATS (starting the embedded server if no URL is
+// given), and creates or updates every stream and bucket.
+func Open(ctx context.Context, cfg Config, source string, clk clock.Clock, log *zap.Logger) (*Bus, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	b := &Bus{log: log, clock: clk, source: source, replicas: max(1, cfg.Replicas)}
+	opts := []nats.Option{
+		nats.Name(orDefault(cfg.ConnName, "spotwise")),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("NATS disconnected", zap.Error(err))
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", zap.String("server", redactURL(c.ConnectedUrl()))) }),
+	}
+	url := cfg.URL
+	if url == "" {
+		ns, err := StartEmbedded(cfg.Embedded, log)
+		if err != nil {
+			return nil, err
+		}
+		b.server = ns
+		opts = append(opts, nats.InProcessServer(ns))
+		url = ns.ClientURL()
+	} else {
+		var err error
+		if opts, err = appendAuth(opts, cfg); err != nil {
+			return nil, err
+		}
+		if cfg.ConnectRetry > 0 {
+			opts = append(opts, nats.RetryOnFailedConnect(true), nats.ReconnectWait(cfg.ConnectRetry))
+		}
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		b.shutdownServer()
+		return nil, fmt.Errorf("connecting to NATS %s: %w", redactURL(url), err)
+	}
+	b.nc = nc
+	if b.js, err = jetstream.New(nc); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("JetStream: %w", err)
+	}
+	if err := b.ensure(ctx); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func appendAuth(opts []nats.Option, cfg Config) ([]nats.Option, error) {
+	switch {
+	case cfg.CredsFile != "":
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	case cfg.NKeyFile != "":
+		o, err := nats.NkeyOptionFromSeed(cfg.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("NATS nkey file: %w", err)
+		}
+		opts = append(opts, o)
+	case cfg.User != "":
+		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
+	case cfg.Token != "":
+		opts = append(opts, nats.Token(cfg.Token))
+	}
+	if cfg.TLSCAFile != "" {
+		opts = append(opts, nats.RootCAs(cfg.TLSCAFile))
+	}
+	if cfg.TLSCertFile != "" || cfg.TLSKeyFile != "" {
+		if cfg.TLSCertFile == "" || cfg.TLSKeyFile == "" {
+			return nil, errors.New("NATS TLS: give both a certificate and a key file")
+		}
+		opts = append(opts, nats.ClientCert(cfg.TLSCertFile, cfg.TLSKeyFile))
+	}
+	if cfg.TLSRequired {
+		opts = append(opts, nats.Secure())
+	}
+	return opts, nil
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// ensure creates or updates every stream and bucket.
+func (b *Bus) ensure(ctx context.Context) error {
+	for _, sc := range streamConfigs(b.replicas) {
+		if _, err := b.js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("creating stream %s: %w", sc.Name, err)
+		}
+	}
+	kvs := map[string]jetstream.KeyValue{}
+	for _, kc := range bucketConfigs(b.replicas) {
+		kv, err := b.js.CreateOrUpdateKeyValue(ctx, kc)
+		if err != nil {
+			return fmt.Errorf("creating bucket %s: %w", kc.Bucket, err)
+		}
+		kvs[kc.Bucket] = kv
+	}
+	b.jobs = &JobStore{kv: kvs[BucketJobs], log: b.log}
+	b.pending = &KV{kv: kvs[BucketPending]}
+	b.meta = &KV{kv: kvs[BucketMeta]}
+	b.sim = &KV{kv: kvs[BucketSim]}
+	return nil
+}
+
+// Close drains the connection and stops the embedded server, if any.
+func (b *Bus) Close() {
+	if b.nc != nil {
+		_ = b.nc.Drain()
+		deadline := time.Now().Add(5 * time.Second)
+		for !b.nc.IsClosed() && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		b.nc.Close()
+	}
+	b.shutdownServer()
+}
+
+func (b *Bus) shutdownServer() {
+	if b.server != nil {
+		b.server.Shutdown()
+		b.server.WaitForShutdown()
+	}
+}
+
+// SetClock replaces the clock events are stamped with; the server calls it
+// once at start, when the simulated clock's anchor has been read from the
+// bus, before anything else publishes.
+func (b *Bus) SetClock(c clock.Clock) { b.clock = c }
+
+// Jobs is the job-state bucket.
+func (b *Bus) Jobs() *JobStore { return b.jobs }
+
+// Pending is the bucket of pending reasons.
+func (b *Bus) Pending() *KV { return b.pending }
+
+// Meta is the bucket of server metadata.
+func (b *Bus) Meta() *KV { return b.meta }
+
+// SimStore is the bucket where the simulated cloud keeps its instances.
+func (b *Bus) SimStore() *KV { return b.sim }
+
+// Conn is the underlying NATS connection, for tests and tools.
+func (b *Bus) Conn() *nats.Conn { return b.nc }
+
+// ClientURL is the URL other processes use to reach the embedded server,
+// or "" when it does not listen or the server is external.
+func (b *Bus) ClientURL() string {
+	if b.server == nil || b.server.Addr() == nil {
+		return ""
+	}
+	return b.server.ClientURL()
+}
+
+// Garbled counts messages consumers dropped because they could not be
+// decoded.
+func (b *Bus) Garbled() int64 { return b.garbled.Load() }
+
+// PublishOption changes how one event is published.
+type PublishOption func(*publishOptions)
+
+type publishOptions struct{ id string }
+
+// WithID gives the event a deterministic ID, so a retried publish of the
+// same step is de-duplicated by JetStream.
+func WithID(id string) PublishOption { return func(o *publishOptions) { o.id = id } }
+
+// Publish wraps p in an envelope and publishes it to subject, waiting for
+// JetStream to store it.
+func (b *Bus) Publish(ctx context.Context, subject string, p Payload, opts ...PublishOption) error {
+	var po publishOptions
+	for _, o := range opts {
+		o(&po)
+	}
+	data, err := Encode(p, po.id, b.source, b.clock.Now())
+	if err != nil {
+		return err
+	}
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+	var jopts []jetstream.PublishOpt
+	if po.id != "" {
+		jopts = append(jopts, jetstream.WithMsgID(po.id))
+	}
+	if _, err := b.js.PublishMsg(ctx, msg, jopts...); err != nil {
+		return fmt.Errorf("publishing %s to %s: %w", p.EventType(), subject, err)
+	}
+	return nil
+}
+
+// PublishRaw publishes bytes as they are; tests and tools use it to put
+// foreign or garbled messages on a subject.
+func (b *Bus) PublishRaw(ctx context.Context, subject string, data []byte) error {
+	_, err := b.js.Publish(ctx, subject, data)
+	return err
+}

@@ -1,0 +1,195 @@
+package events_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/events/eventstest"
+	"github.com/spotwise/spotwise/internal/clock"
+	"github.com/spotwise/spotwise/internal/testutil"
+	"github.com/spotwise/spotwise/job"
+)
+
+func newRecord(now time.Time) *job.Record {
+	p := 100
+	return &job.Record{
+		ID:     job.NewID(now),
+		Spec:   job.Spec{APIVersion: job.APIVersion, Name: "t", Team: "a", Priority: &p},
+		Status: job.Status{State: job.Queued, SubmittedAt: now, UpdatedAt: now},
+	}
+}
+
+func TestJobStoreRevisionChecks(t *testing.T) {
+	ctx := context.Background()
+	b := eventstest.NewBus(t, nil)
+	s := b.Jobs()
+	r := newRecord(time.Now())
+	rev, err := s.Create(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(ctx, r); !errors.Is(err, events.ErrExists) {
+		t.Fatalf("second create: %v, want ErrExists", err)
+	}
+	got, grev, err := s.Get(ctx, r.ID)
+	if err != nil || grev != rev || got.Status.State != job.Queued {
+		t.Fatalf("get = %+v, %d, %v", got, grev, err)
+	}
+	// A writer holding a stale revision must not overwrite a newer write.
+	got.Status.Message = "first"
+	if _, err := s.Update(ctx, got, rev); err != nil {
+		t.Fatal(err)
+	}
+	got.Status.Message = "stale"
+	if _, err := s.Update(ctx, got, rev); !errors.Is(err, events.ErrConflict) {
+		t.Fatalf("stale update: %v, want ErrConflict", err)
+	}
+	if _, _, err := s.Get(ctx, job.NewID(time.Now())); !errors.Is(err, events.ErrNotFound) {
+		t.Fatalf("missing job: %v, want ErrNotFound", err)
+	}
+}
+
+func TestJobStoreConcurrentModifyLosesNoUpdate(t *testing.T) {
+	ctx := context.Background()
+	b := eventstest.NewBus(t, nil)
+	s := b.Jobs()
+	r := newRecord(time.Now())
+	if _, err := s.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	const writers, each = 4, 25
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				if _, _, err := s.Modify(ctx, r.ID, func(r *job.Record) error {
+					r.Status.Retries++
+					return nil
+				}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	got, _, err := s.Get(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Retries != writers*each {
+		t.Fatalf("counter = %d after %d increments: updates were lost", got.Status.Retries, writers*each)
+	}
+}
+
+func TestConsumerDropsGarbledAndRetriesFailures(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := eventstest.NewBus(t, nil)
+	id := job.NewID(time.Now())
+	subj := events.AgentSubject(id)
+	var seen []float64
+	var mu sync.Mutex
+	var failOnce atomic.Bool
+	failOnce.Store(true)
+	stop, err := b.Consume(ctx, events.ConsumerConfig{Stream: events.StreamAgent, Durable: "test-agent", Subjects: []string{"spotwise.agent.*"}}, func(_ context.Context, m events.Message) error {
+		rep := m.Payload.(*events.AgentReport)
+		if rep.Progress == 0.5 && failOnce.CompareAndSwap(true, false) {
+			return errors.New("transient")
+		}
+		mu.Lock()
+		seen = append(seen, rep.Progress)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if err := b.PublishRaw(ctx, subj, []byte("not an event")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PublishRaw(ctx, subj, []byte(`{"v":1,"id":"x","type":"agent.report","time":"2026-01-01T00:00:00Z","source":"t","data":{"job_id":"`+id+`","attempt":0,"kind":"progress"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []float64{0.25, 0.5} {
+		if err := b.Publish(ctx, subj, &events.AgentReport{JobID: id, Attempt: 1, InstanceID: "i-1", Kind: events.AgentProgress, Progress: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) != 2 {
+			return errors.New("waiting for both good reports")
+		}
+		return nil
+	})
+	if g := b.Garbled(); g != 2 {
+		t.Fatalf("garbled = %d, want 2", g)
+	}
+}
+
+func TestDuplicatePublishIsDeduplicated(t *testing.T) {
+	ctx := context.Background()
+	b := eventstest.NewBus(t, nil)
+	id := job.NewID(time.Now())
+	ev := &events.JobEvent{JobID: id, Kind: events.KindPlacing, State: job.Placing, Attempt: 1}
+	for range 3 {
+		if err := b.Publish(ctx, events.JobEventsSubject(id), ev, events.WithID(id+"-placing-1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Publish(ctx, events.JobEventsSubject(id), &events.JobEvent{JobID: id, Kind: events.KindRunning, State: job.Running, Attempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := b.JobHistory(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 2 || h[0].Event.Kind != events.KindPlacing || h[1].Event.Kind != events.KindRunning {
+		t.Fatalf("history = %+v, want placing then running", h)
+	}
+}
+
+func TestStateSurvivesRestart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	clk := clock.Real{}
+	b := eventstest.OpenBus(t, dir, "", clk)
+	r := newRecord(time.Now())
+	if _, err := b.Jobs().Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	b2 := eventstest.OpenBus(t, dir, "", clk)
+	got, _, err := b2.Jobs().Get(ctx, r.ID)
+	if err != nil {
+		t.Fatalf("job lost across restart: %v", err)
+	}
+	if got.ID != r.ID {
+		t.Fatalf("got %s", got.ID)
+	}
+}
+
+func TestRequestReply(t *testing.T) {
+	b := eventstest.NewBus(t, nil)
+	stop, err := b.Serve("spotwise.test.echo", func(_ context.Context, data []byte) []byte { return append([]byte("re:"), data...) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, err := b.Request(ctx, "spotwise.test.echo", []byte("hi"))
+	if err != nil || string(got) != "re:hi" {
+		t.Fatalf("reply %q, %v", got, err)
+	}
+}

@@ -1,0 +1,237 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// Message is one decoded event delivered to a consumer.
+type Message struct {
+	Subject   string
+	Envelope  Envelope
+	Payload   Payload
+	Delivered uint64
+}
+
+// Handler handles one event. Returning an error asks for redelivery after
+// a delay; handlers must be idempotent, since JetStream delivers at least
+// once.
+type Handler func(ctx context.Context, m Message) error
+
+// ConsumerConfig names a durable consumer and what it reads.
+type ConsumerConfig struct {
+	Stream   string
+	Durable  string
+	Subjects []string
+	// LastPerSubject starts a new consumer at the last message of each
+	// subject (the current price book) instead of the beginning.
+	LastPerSubject bool
+	// New starts a new consumer at messages published after it exists.
+	New        bool
+	AckWait    time.Duration
+	MaxDeliver int
+}
+
+// Consume runs h for every message of a durable consumer until ctx ends or
+// the returned stop function is called. A message that cannot be decoded
+// is logged, counted and terminated (never redelivered); a message whose
+// handler fails is redelivered with backoff up to MaxDeliver times.
+func (b *Bus) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (stop func(), err error) {
+	ackWait := cc.AckWait
+	if ackWait == 0 {
+		ackWait = 30 * time.Second
+	}
+	maxDeliver := cc.MaxDeliver
+	if maxDeliver == 0 {
+		maxDeliver = 20
+	}
+	conf := jetstream.ConsumerConfig{
+		Durable:        cc.Durable,
+		FilterSubjects: cc.Subjects,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        ackWait,
+		MaxDeliver:     maxDeliver,
+		MaxAckPending:  4096,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	}
+	switch {
+	case cc.LastPerSubject:
+		conf.DeliverPolicy = jetstream.DeliverLastPerSubjectPolicy
+	case cc.New:
+		conf.DeliverPolicy = jetstream.DeliverNewPolicy
+	}
+	cons, err := b.js.CreateOrUpdateConsumer(ctx, cc.Stream, conf)
+	if err != nil && errors.Is(err, jetstream.ErrConsumerExists) {
+		cons, err = b.js.Consumer(ctx, cc.Stream, cc.Durable)
+	}
+	if err != nil {
+		// An existing durable whose deliver policy differs cannot be
+		// updated; the durable's position is what matters, so reuse it.
+		if c2, err2 := b.js.Consumer(ctx, cc.Stream, cc.Durable); err2 == nil {
+			cons, err = c2, nil
+		} else {
+			return nil, fmt.Errorf("consumer %s on %s: %w", cc.Durable, cc.Stream, err)
+		}
+	}
+	log := b.log.With(zap.String("consumer", cc.Durable))
+	cctx, cancel := context.WithCancel(ctx)
+	handle := func(msg jetstream.Msg) {
+		meta, _ := msg.Metadata()
+		var delivered uint64
+		if meta != nil {
+			delivered = meta.NumDelivered
+		}
+		env, p, err := Decode(msg.Data())
+		if err != nil {
+			b.garbled.Add(1)
+			log.Warn("dropping garbled event", zap.String("subject", msg.Subject()), zap.Error(err))
+			_ = msg.Term()
+			return
+		}
+		if err := h(cctx, Message{Subject: msg.Subject(), Envelope: env, Payload: p, Delivered: delivered}); err != nil {
+			if cctx.Err() != nil {
+				_ = msg.Nak()
+				return
+			}
+			if int(delivered) >= maxDeliver {
+				log.Error("giving up on event", zap.String("subject", msg.Subject()), zap.String("event", env.ID), zap.Uint64("delivered", delivered), zap.Error(err))
+				_ = msg.Term()
+				return
+			}
+			delay := min(time.Duration(1<<min(delivered, 6))*100*time.Millisecond, 10*time.Second)
+			log.Warn("event handler failed; will retry", zap.String("subject", msg.Subject()), zap.String("event", env.ID), zap.Duration("retry_in", delay), zap.Error(err))
+			_ = msg.NakWithDelay(delay)
+			return
+		}
+		_ = msg.Ack()
+	}
+	cc2, err := cons.Consume(handle, jetstream.PullMaxMessages(256), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if cctx.Err() == nil && !errors.Is(err, jetstream.ErrNoHeartbeat) {
+			log.Debug("consumer error", zap.Error(err))
+		}
+	}))
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("consuming %s: %w", cc.Durable, err)
+	}
+	go func() {
+		<-cctx.Done()
+		cc2.Stop()
+	}()
+	return cancel, nil
+}
+
+// Responder answers one request; it returns the reply's bytes.
+type Responder func(ctx context.Context, data []byte) []byte
+
+// Serve answers requests on subject in the API queue group until the
+// returned stop function is called.
+func (b *Bus) Serve(subject string, r Responder) (stop func(), err error) {
+	sub, err := b.nc.QueueSubscribe(subject, APIQueue, func(m *nats.Msg) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		reply := r(ctx, m.Data)
+		if m.Reply != "" {
+			if err := m.Respond(reply); err != nil {
+				b.log.Warn("answering request", zap.String("subject", subject), zap.Error(err))
+			}
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("serving %s: %w", subject, err)
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}
+
+// Request sends a request and waits for the reply.
+func (b *Bus) Request(ctx context.Context, subject string, data []byte) ([]byte, error) {
+	m, err := b.nc.RequestWithContext(ctx, subject, data)
+	if err != nil {
+		return nil, fmt.Errorf("request %s: %w", subject, err)
+	}
+	return m.Data, nil
+}
+
+// HistoryEntry is one stored job event.
+type HistoryEntry struct {
+	Seq      uint64
+	Envelope Envelope
+	Event    *JobEvent
+}
+
+// JobHistory reads a job's history, oldest first, at most limit entries
+// (the newest ones when there are more).
+func (b *Bus) JobHistory(ctx context.Context, jobID string, limit int) ([]HistoryEntry, error) {
+	stream, err := b.js.Stream(ctx, StreamJobs)
+	if err != nil {
+		return nil, fmt.Errorf("history of %s: %w", jobID, err)
+	}
+	subj := JobEventsSubject(jobID)
+	var out []HistoryEntry
+	seq := uint64(1)
+	for {
+		raw, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("history of %s: %w", jobID, err)
+		}
+		seq = raw.Sequence + 1
+		env, p, err := Decode(raw.Data)
+		if err != nil {
+			continue // a garbled entry is skipped, not fatal to the history
+		}
+		ev, ok := p.(*JobEvent)
+		if !ok {
+			continue
+		}
+		out = append(out, HistoryEntry{Seq: raw.Sequence, Envelope: env, Event: ev})
+		if limit > 0 && len(out) > limit {
+			out = out[1:]
+		}
+	}
+	return out, nil
+}
+
+// Follow delivers the messages of a stream's subjects to h from an
+// ephemeral ordered consumer until ctx ends: with lastPerSubject, starting
+// at the newest message of each subject, which is how the current price
+// book is rebuilt at start. Garbled messages are counted and skipped;
+// handler errors are logged (there is no redelivery).
+func (b *Bus) Follow(ctx context.Context, stream string, subjects []string, lastPerSubject bool, h Handler) error {
+	conf := jetstream.OrderedConsumerConfig{FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverNewPolicy}
+	if lastPerSubject {
+		conf.DeliverPolicy = jetstream.DeliverLastPerSubjectPolicy
+	}
+	cons, err := b.js.OrderedConsumer(ctx, stream, conf)
+	if err != nil {
+		return fmt.Errorf("following %s: %w", stream, err)
+	}
+	log := b.log.With(zap.String("stream", stream))
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		env, p, err := Decode(msg.Data())
+		if err != nil {
+			b.garbled.Add(1)
+			log.Warn("dropping garbled event", zap.String("subject", msg.Subject()), zap.Error(err))
+			return
+		}
+		if err := h(ctx, Message{Subject: msg.Subject(), Envelope: env, Payload: p, Delivered: 1}); err != nil {
+			log.Warn("event handler failed", zap.String("subject", msg.Subject()), zap.Error(err))
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("following %s: %w", stream, err)
+	}
+	go func() {
+		<-ctx.Done()
+		cc.Stop()
+	}()
+	return nil
+}

@@ -1,0 +1,246 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/spotwise/spotwise/job"
+)
+
+// Errors of the key-value stores.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrExists   = errors.New("already exists")
+	// ErrConflict means the value changed since it was read: re-read,
+	// re-apply, retry.
+	ErrConflict = errors.New("revision conflict")
+)
+
+// mapKVError turns JetStream's KV errors into this package's.
+func mapKVError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	case errors.Is(err, jetstream.ErrKeyExists):
+		return fmt.Errorf("%w: %w", ErrExists, err)
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	return err
+}
+
+// KV is a bucket of byte values with revision-checked writes.
+type KV struct{ kv jetstream.KeyValue }
+
+// Get returns a value and its revision.
+func (k *KV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
+	e, err := k.kv.Get(ctx, key)
+	if err != nil {
+		return nil, 0, mapKVError(err)
+	}
+	return e.Value(), e.Revision(), nil
+}
+
+// Put writes a value unconditionally.
+func (k *KV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	rev, err := k.kv.Put(ctx, key, value)
+	return rev, mapKVError(err)
+}
+
+// Create writes a value only if the key does not exist.
+func (k *KV) Create(ctx context.Context, key string, value []byte) (uint64, error) {
+	rev, err := k.kv.Create(ctx, key, value)
+	return rev, mapKVError(err)
+}
+
+// Update writes a value only if its revision is still rev.
+func (k *KV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	nrev, err := k.kv.Update(ctx, key, value, rev)
+	return nrev, mapKVError(err)
+}
+
+// Delete removes a key; deleting a missing key is not an error.
+func (k *KV) Delete(ctx context.Context, key string) error {
+	err := mapKVError(k.kv.Delete(ctx, key))
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// Keys lists the keys present.
+func (k *KV) Keys(ctx context.Context) ([]string, error) {
+	lister, err := k.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for key := range lister.Keys() {
+		keys = append(keys, key)
+	}
+	return keys, nil
+}
+
+// Entry is one value seen by a watch. Value is nil for a deleted key.
+type Entry struct {
+	Key      string
+	Value    []byte
+	Revision uint64
+}
+
+// Watch calls fn for every current value, then calls ready once, then for
+// every change until ctx ends. fn runs on one goroutine.
+func (k *KV) Watch(ctx context.Context, fn func(Entry), ready func()) error {
+	w, err := k.kv.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("watching %s: %w", k.kv.Bucket(), err)
+	}
+	go func() {
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					if ready != nil {
+						ready()
+					}
+					continue
+				}
+				var v []byte
+				if e.Operation() == jetstream.KeyValuePut {
+					v = e.Value()
+				}
+				fn(Entry{Key: e.Key(), Value: v, Revision: e.Revision()})
+			}
+		}
+	}()
+	return nil
+}
+
+// JobStore keeps job records in the job-state bucket. Writes are checked
+// against the revision the writer read, so two writers never silently
+// overwrite each other: the loser gets ErrConflict and re-reads.
+type JobStore struct {
+	kv  jetstream.KeyValue
+	log *zap.Logger
+}
+
+// Create stores a new record; ErrExists if the ID is taken.
+func (s *JobStore) Create(ctx context.Context, r *job.Record) (uint64, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return 0, err
+	}
+	rev, err := s.kv.Create(ctx, r.ID, b)
+	return rev, mapKVError(err)
+}
+
+// Get reads a record and its revision; ErrNotFound if there is none.
+func (s *JobStore) Get(ctx context.Context, id string) (*job.Record, uint64, error) {
+	if !job.ValidID(id) {
+		return nil, 0, fmt.Errorf("%w: %q is not a job ID", ErrNotFound, id)
+	}
+	e, err := s.kv.Get(ctx, id)
+	if err != nil {
+		return nil, 0, mapKVError(err)
+	}
+	r, err := DecodeRecord(e.Value())
+	if err != nil {
+		return nil, 0, fmt.Errorf("job %s: %w", id, err)
+	}
+	return r, e.Revision(), nil
+}
+
+// DecodeRecord reads a stored record, refusing one that is garbled.
+func DecodeRecord(b []byte) (*job.Record, error) {
+	var r job.Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, &DecodeError{fmt.Errorf("job record: %w", err)}
+	}
+	if !job.ValidID(r.ID) || !r.Status.State.Valid() {
+		return nil, &DecodeError{errors.New("job record: bad id or state")}
+	}
+	return &r, nil
+}
+
+// Update writes r if the stored revision is still rev; ErrConflict if not.
+func (s *JobStore) Update(ctx context.Context, r *job.Record, rev uint64) (uint64, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return 0, err
+	}
+	nrev, err := s.kv.Update(ctx, r.ID, b, rev)
+	return nrev, mapKVError(err)
+}
+
+// ErrNoChange, returned by a Modify function, skips the write.
+var ErrNoChange = errors.New("no change")
+
+// Modify reads a record, applies fn to a copy and writes it back with a
+// revision check, retrying on conflicts. If fn returns ErrNoChange the
+// record is returned unwritten; any other error aborts.
+func (s *JobStore) Modify(ctx context.Context, id string, fn func(r *job.Record) error) (*job.Record, uint64, error) {
+	for attempt := 0; ; attempt++ {
+		r, rev, err := s.Get(ctx, id)
+		if err != nil {
+			return nil, 0, err
+		}
+		if err := fn(r); err != nil {
+			if errors.Is(err, ErrNoChange) {
+				return r, rev, nil
+			}
+			return nil, 0, err
+		}
+		nrev, err := s.Update(ctx, r, rev)
+		if err == nil {
+			return r, nrev, nil
+		}
+		if !errors.Is(err, ErrConflict) || attempt >= 20 {
+			return nil, 0, err
+		}
+		time.Sleep(time.Duration(attempt+1) * time.Millisecond)
+	}
+}
+
+// JobChange is one change to the job bucket seen by Watch. Record is nil
+// when the job was deleted.
+type JobChange struct {
+	ID       string
+	Revision uint64
+	Record   *job.Record
+}
+
+// Watch calls fn for every stored record, then ready, then for every change
+// until ctx ends. Garbled records are logged and skipped.
+func (s *JobStore) Watch(ctx context.Context, fn func(JobChange), ready func()) error {
+	return (&KV{kv: s.kv}).Watch(ctx, func(e Entry) {
+		if e.Value == nil {
+			fn(JobChange{ID: e.Key, Revision: e.Revision})
+			return
+		}
+		r, err := DecodeRecord(e.Value)
+		if err != nil {
+			s.log.Warn("skipping garbled job record", zap.String("job", e.Key), zap.Error(err))
+			return
+		}
+		fn(JobChange{ID: e.Key, Revision: e.Revision, Record: r})
+	}, ready)
+}
+
+// Keys lists every job ID in the bucket.
+func (s *JobStore) Keys(ctx context.Context) ([]string, error) {
+	return (&KV{kv: s.kv}).Keys(ctx)
+}

@@ -1,0 +1,145 @@
+package events
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Subject roots. Every subject spotwise uses is built here.
+const (
+	// SubjectJobSubmitted carries a JobSubmitted for every accepted job.
+	SubjectJobSubmitted = "spotwise.jobs.submitted"
+	// subjectJobEvents is the root of per-job history subjects.
+	subjectJobEvents = "spotwise.jobs.events"
+	subjectPrices    = "spotwise.prices"
+	subjectInstances = "spotwise.instances"
+	subjectInterrupt = "spotwise.interruptions"
+	subjectAgent     = "spotwise.agent"
+	subjectAlerts    = "spotwise.alerts"
+
+	// Request/reply subjects of the job API (no stream: plain NATS
+	// requests, answered by any server in the "spotwise-api" queue group).
+	SubjectSubmit = "spotwise.jobs.submit"
+	SubjectList   = "spotwise.jobs.list"
+	SubjectGet    = "spotwise.jobs.get"
+	SubjectCancel = "spotwise.jobs.cancel"
+	// APIQueue is the queue group API responders join.
+	APIQueue = "spotwise-api"
+)
+
+// JobEventsSubject is the history subject of one job.
+func JobEventsSubject(jobID string) string { return subjectJobEvents + "." + jobID }
+
+// AllJobEvents matches every job's history.
+const AllJobEvents = subjectJobEvents + ".*"
+
+// PricesSubject carries offer updates of one provider region.
+func PricesSubject(provider, region string) string {
+	return subjectPrices + "." + token(provider) + "." + token(region)
+}
+
+// InstancesSubject carries instance lifecycle events of one provider region.
+func InstancesSubject(provider, region string) string {
+	return subjectInstances + "." + token(provider) + "." + token(region)
+}
+
+// InterruptionsSubject carries interruption notices of one provider region.
+func InterruptionsSubject(provider, region string) string {
+	return subjectInterrupt + "." + token(provider) + "." + token(region)
+}
+
+// AgentSubject carries reports from the agent running a job.
+func AgentSubject(jobID string) string { return subjectAgent + "." + jobID }
+
+// AlertsSubject carries alerts of one severity.
+func AlertsSubject(severity string) string { return subjectAlerts + "." + token(severity) }
+
+// token makes a value safe as a single subject token: NATS separates tokens
+// with '.', and '*', '>' and white space are special.
+func token(s string) string {
+	if s == "" {
+		return "_"
+	}
+	return strings.Map(func(r rune) rune {
+		switch r {
+		case '.', '*', '>', ' ', '\t', '\r', '\n':
+			return '_'
+		}
+		return r
+	}, s)
+}
+
+// Stream names.
+const (
+	StreamJobs          = "SPOTWISE_JOBS"
+	StreamPrices        = "SPOTWISE_PRICES"
+	StreamInstances     = "SPOTWISE_INSTANCES"
+	StreamInterruptions = "SPOTWISE_INTERRUPTIONS"
+	StreamAgent         = "SPOTWISE_AGENT"
+	StreamAlerts        = "SPOTWISE_ALERTS"
+)
+
+// Bucket names.
+const (
+	BucketJobs    = "spotwise_jobs"
+	BucketPending = "spotwise_pending"
+	BucketMeta    = "spotwise_meta"
+	BucketSim     = "spotwise_sim"
+)
+
+// streamConfigs is the retention of every stream, written down once. Limits
+// keep the store bounded on a laptop; a cluster raises replicas.
+func streamConfigs(replicas int) []jetstream.StreamConfig {
+	day := 24 * time.Hour
+	mk := func(name, desc string, subjects []string, age time.Duration, bytes int64, perSubject int64) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name:              name,
+			Description:       desc,
+			Subjects:          subjects,
+			Retention:         jetstream.LimitsPolicy,
+			Discard:           jetstream.DiscardOld,
+			MaxAge:            age,
+			MaxBytes:          bytes,
+			MaxMsgsPerSubject: perSubject,
+			MaxMsgSize:        1 << 20,
+			Storage:           jetstream.FileStorage,
+			Replicas:          replicas,
+			Duplicates:        10 * time.Minute,
+		}
+	}
+	return []jetstream.StreamConfig{
+		mk(StreamJobs, "job submissions and every job's lifecycle history",
+			[]string{SubjectJobSubmitted, AllJobEvents}, 30*day, 4<<30, 0),
+		mk(StreamPrices, "offer prices and capacity per provider region",
+			[]string{subjectPrices + ".>"}, 7*day, 1<<30, 2016),
+		mk(StreamInstances, "instance lifecycle per provider region",
+			[]string{subjectInstances + ".>"}, 7*day, 1<<30, 0),
+		mk(StreamInterruptions, "interruption notices, rebalance and maintenance events",
+			[]string{subjectInterrupt + ".>"}, 30*day, 1<<30, 0),
+		mk(StreamAgent, "progress, heartbeats and exits reported by job agents",
+			[]string{subjectAgent + ".*"}, 7*day, 2<<30, 0),
+		mk(StreamAlerts, "operator alerts",
+			[]string{subjectAlerts + ".>"}, 30*day, 256<<20, 0),
+	}
+}
+
+// bucketConfigs is the configuration of every KV bucket.
+func bucketConfigs(replicas int) []jetstream.KeyValueConfig {
+	return []jetstream.KeyValueConfig{
+		{Bucket: BucketJobs, Description: "job records (spec and status), updated with revision checks", History: 3, MaxValueSize: 1 << 20, Storage: jetstream.FileStorage, Replicas: replicas},
+		{Bucket: BucketPending, Description: "why each queued job is still pending", History: 1, MaxValueSize: 64 << 10, Storage: jetstream.FileStorage, Replicas: replicas},
+		{Bucket: BucketMeta, Description: "server metadata: clock anchors, leases", History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
+		{Bucket: BucketSim, Description: "the simulated cloud's instances", History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
+	}
+}
+
+// validSubjectToken reports whether s can be used as one subject token.
+func validSubjectToken(s string) error {
+	if s == "" || strings.ContainsAny(s, ".*> \t\r\n") {
+		return fmt.Errorf("%q is not a valid subject token", s)
+	}
+	return nil
+}

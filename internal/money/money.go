@@ -1,0 +1,236 @@
+// Package money holds exact amounts of US dollars as integer micro-dollars.
+//
+// Prices and costs never pass through float64 on their way through the
+// system: they are parsed from decimal text, multiplied with 128-bit integer
+// arithmetic and rounded once, half away from zero, when a duration is billed.
+package money
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/bits"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Micros is an amount in millionths of a US dollar. A price per hour is also
+// a Micros: the amount billed for one hour of use.
+type Micros int64
+
+// Common amounts.
+const (
+	Micro  Micros = 1
+	Cent   Micros = 10_000
+	Dollar Micros = 1_000_000
+)
+
+// USD builds an amount from whole dollars and micro-dollars, for literals in
+// tables: USD(3, 60_000) is $3.06.
+func USD(dollars int64, micros int64) Micros { return Micros(dollars)*Dollar + Micros(micros) }
+
+// Parse reads a decimal dollar amount such as "3.06", "$0.9731" or "-1".
+// More than six decimal places is an error rather than a silent rounding.
+func Parse(s string) (Micros, error) {
+	orig := s
+	s = strings.TrimSpace(s)
+	neg := false
+	if strings.HasPrefix(s, "-") {
+		neg, s = true, s[1:]
+	}
+	s = strings.TrimPrefix(s, "$")
+	s = strings.ReplaceAll(s, "_", "")
+	if s == "" {
+		return 0, fmt.Errorf("money: %q is not an amount", orig)
+	}
+	whole, frac, hasDot := strings.Cut(s, ".")
+	if whole == "" && (!hasDot || frac == "") {
+		return 0, fmt.Errorf("money: %q is not an amount", orig)
+	}
+	if len(frac) > 6 {
+		return 0, fmt.Errorf("money: %q has more than 6 decimal places", orig)
+	}
+	var w uint64
+	if whole != "" {
+		var err error
+		if w, err = strconv.ParseUint(whole, 10, 63); err != nil {
+			return 0, fmt.Errorf("money: %q is not an amount", orig)
+		}
+	}
+	var f uint64
+	if frac != "" {
+		var err error
+		if f, err = strconv.ParseUint(frac, 10, 32); err != nil {
+			return 0, fmt.Errorf("money: %q is not an amount", orig)
+		}
+		for i := len(frac); i < 6; i++ {
+			f *= 10
+		}
+	}
+	if w > uint64(math.MaxInt64/int64(Dollar))-1 {
+		return 0, fmt.Errorf("money: %q is too large", orig)
+	}
+	m := Micros(w)*Dollar + Micros(f)
+	if neg {
+		m = -m
+	}
+	return m, nil
+}
+
+// MustParse is Parse for constants in tables; it panics on a bad literal.
+func MustParse(s string) Micros {
+	m, err := Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// String formats the amount with as many decimals as it needs (at least two):
+// "$3.06", "$0.9731", "-$1.00".
+func (m Micros) String() string {
+	return m.Format(2)
+}
+
+// Format formats the amount with at least minDecimals decimals (0..6) and no
+// trailing zeros beyond them.
+func (m Micros) Format(minDecimals int) string {
+	sign := ""
+	v := int64(m)
+	if v < 0 {
+		sign = "-"
+		v = -v
+	}
+	whole, frac := v/int64(Dollar), v%int64(Dollar)
+	fs := fmt.Sprintf("%06d", frac)
+	for len(fs) > minDecimals && strings.HasSuffix(fs, "0") {
+		fs = fs[:len(fs)-1]
+	}
+	if fs == "" {
+		return fmt.Sprintf("%s$%d", sign, whole)
+	}
+	return fmt.Sprintf("%s$%d.%s", sign, whole, fs)
+}
+
+// Decimal formats the amount as a plain decimal number with six places, the
+// form used on the wire ("3.060000").
+func (m Micros) Decimal() string {
+	sign := ""
+	v := int64(m)
+	if v < 0 {
+		sign, v = "-", -v
+	}
+	return fmt.Sprintf("%s%d.%06d", sign, v/int64(Dollar), v%int64(Dollar))
+}
+
+// Dollars converts to float64 dollars, for display and plots only.
+func (m Micros) Dollars() float64 { return float64(m) / float64(Dollar) }
+
+// ForDuration is what an hourly price m bills for d of use, per second of use
+// with nanosecond precision, rounded half away from zero to a micro-dollar.
+func (m Micros) ForDuration(d time.Duration) Micros {
+	if m == 0 || d == 0 {
+		return 0
+	}
+	neg := (m < 0) != (d < 0)
+	pm, pd := uint64(abs(int64(m))), uint64(abs(int64(d)))
+	hi, lo := bits.Mul64(pm, pd)
+	const hour = uint64(time.Hour)
+	if hi >= hour {
+		// The result would not fit in 64 bits: saturate.
+		if neg {
+			return math.MinInt64
+		}
+		return math.MaxInt64
+	}
+	q, r := bits.Div64(hi, lo, hour)
+	if r >= hour-r { // r >= hour/2, exact for odd hour too
+		q++
+	}
+	if q > math.MaxInt64 {
+		q = math.MaxInt64
+	}
+	if neg {
+		return -Micros(q)
+	}
+	return Micros(q)
+}
+
+// MulInt multiplies by a count (instances, nodes), saturating on overflow.
+func (m Micros) MulInt(n int) Micros {
+	if n == 0 || m == 0 {
+		return 0
+	}
+	r := int64(m) * int64(n)
+	if r/int64(n) != int64(m) {
+		if (m < 0) != (n < 0) {
+			return math.MinInt64
+		}
+		return math.MaxInt64
+	}
+	return Micros(r)
+}
+
+// Scale multiplies by a ratio num/den with rounding half away from zero;
+// it is how a discount or a share is applied without floats.
+func (m Micros) Scale(num, den int64) Micros {
+	if den == 0 {
+		panic("money: Scale by zero denominator")
+	}
+	neg := (m < 0) != ((num < 0) != (den < 0))
+	pm, pn, pd := uint64(abs(int64(m))), uint64(abs(num)), uint64(abs(den))
+	hi, lo := bits.Mul64(pm, pn)
+	if hi >= pd {
+		if neg {
+			return math.MinInt64
+		}
+		return math.MaxInt64
+	}
+	q, r := bits.Div64(hi, lo, pd)
+	if r >= pd-r {
+		q++
+	}
+	if q > math.MaxInt64 {
+		q = math.MaxInt64
+	}
+	if neg {
+		return -Micros(q)
+	}
+	return Micros(q)
+}
+
+// MarshalJSON writes the amount as a JSON number with six decimals, so
+// clients read dollars and nothing is lost.
+func (m Micros) MarshalJSON() ([]byte, error) { return []byte(m.Decimal()), nil }
+
+// UnmarshalJSON accepts a JSON number (3.06) or a string ("3.06", "$3.06").
+// The number is read from its decimal text, never through a float.
+func (m *Micros) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if s == "null" {
+		return nil
+	}
+	if strings.HasPrefix(s, `"`) {
+		var str string
+		if err := json.Unmarshal(b, &str); err != nil {
+			return err
+		}
+		s = str
+	} else if strings.ContainsAny(s, "eE") {
+		return fmt.Errorf("money: %s: write amounts as plain decimals", s)
+	}
+	v, err := Parse(s)
+	if err != nil {
+		return err
+	}
+	*m = v
+	return nil
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}

@@ -1,0 +1,250 @@
+// Package server assembles a spotwise server from its parts: the bus
+// (embedded or external NATS), the clouds, the scheduler, the job API and
+// the HTTP listener. cmd/spotwise and the end-to-end tests both start
+// servers through it.
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/spotwise/spotwise/job"
+)
+
+// Config is the server's configuration: defaults, then the YAML file, then
+// SPOTWISE_* environment variables, then flags.
+type Config struct {
+	DataDir   string          `json:"data_dir"`
+	HTTPAddr  string          `json:"http_addr"`
+	Log       LogConfig       `json:"log"`
+	NATS      NATSConfig      `json:"nats"`
+	Sim       SimConfig       `json:"sim"`
+	Scheduler SchedulerConfig `json:"scheduler"`
+}
+
+// LogConfig selects the log level and format.
+type LogConfig struct {
+	Level  string `json:"level"`  // debug, info, warn, error
+	Format string `json:"format"` // console or json
+}
+
+// NATSConfig selects the embedded server or an external one.
+type NATSConfig struct {
+	// URL of an external server or cluster; empty runs the embedded one.
+	URL string `json:"url"`
+	// Listen is the embedded server's client address ("" = in-process
+	// only).
+	Listen      string `json:"listen"`
+	CredsFile   string `json:"creds_file"`
+	NKeyFile    string `json:"nkey_file"`
+	User        string `json:"user"`
+	Password    string `json:"password"`
+	Token       string `json:"token"`
+	TLSCAFile   string `json:"tls_ca_file"`
+	TLSCertFile string `json:"tls_cert_file"`
+	TLSKeyFile  string `json:"tls_key_file"`
+	// Replicas of every stream and bucket (3 or 5 on a cluster).
+	Replicas int `json:"replicas"`
+}
+
+// SimConfig configures the simulated cloud.
+type SimConfig struct {
+	Enabled bool `json:"enabled"`
+	// Speed is how much faster than real time the simulated world runs.
+	Speed         float64      `json:"speed"`
+	Seed          int64        `json:"seed"`
+	Providers     []string     `json:"providers"`
+	Regions       []string     `json:"regions"`
+	PriceInterval job.Duration `json:"price_interval"`
+}
+
+// SchedulerConfig tunes the scheduler.
+type SchedulerConfig struct {
+	ReconcileInterval job.Duration `json:"reconcile_interval"`
+	UnavailableFor    job.Duration `json:"unavailable_for"`
+	Workers           int          `json:"workers"`
+}
+
+// Defaults is the configuration with nothing set: embedded NATS under
+// ./data, the simulated cloud at 120x, HTTP on 127.0.0.1:8080.
+func Defaults() Config {
+	return Config{
+		DataDir:  "data",
+		HTTPAddr: "127.0.0.1:8080",
+		Log:      LogConfig{Level: "info", Format: "console"},
+		NATS:     NATSConfig{Listen: "127.0.0.1:4222", Replicas: 1},
+		Sim:      SimConfig{Enabled: true, Speed: 120, Seed: 1, PriceInterval: job.Duration(10 * time.Minute)},
+		Scheduler: SchedulerConfig{
+			ReconcileInterval: job.Duration(15 * time.Second),
+			UnavailableFor:    job.Duration(3 * time.Minute),
+			Workers:           32,
+		},
+	}
+}
+
+// LoadFile reads a YAML or JSON config file over c. Unknown keys are
+// errors, so a typo does not silently fall back to a default.
+func (c *Config) LoadFile(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	j, err := yaml.YAMLToJSON(b)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(c); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	return nil
+}
+
+// envVars maps environment variables to setters.
+var envVars = map[string]func(c *Config, v string) error{
+	"SPOTWISE_DATA_DIR":        func(c *Config, v string) error { c.DataDir = v; return nil },
+	"SPOTWISE_HTTP_ADDR":       func(c *Config, v string) error { c.HTTPAddr = v; return nil },
+	"SPOTWISE_LOG_LEVEL":       func(c *Config, v string) error { c.Log.Level = v; return nil },
+	"SPOTWISE_LOG_FORMAT":      func(c *Config, v string) error { c.Log.Format = v; return nil },
+	"SPOTWISE_NATS_URL":        func(c *Config, v string) error { c.NATS.URL = v; return nil },
+	"SPOTWISE_NATS_LISTEN":     func(c *Config, v string) error { c.NATS.Listen = v; return nil },
+	"SPOTWISE_NATS_CREDS":      func(c *Config, v string) error { c.NATS.CredsFile = v; return nil },
+	"SPOTWISE_NATS_NKEY":       func(c *Config, v string) error { c.NATS.NKeyFile = v; return nil },
+	"SPOTWISE_NATS_USER":       func(c *Config, v string) error { c.NATS.User = v; return nil },
+	"SPOTWISE_NATS_PASSWORD":   func(c *Config, v string) error { c.NATS.Password = v; return nil },
+	"SPOTWISE_NATS_TOKEN":      func(c *Config, v string) error { c.NATS.Token = v; return nil },
+	"SPOTWISE_NATS_TLS_CA":     func(c *Config, v string) error { c.NATS.TLSCAFile = v; return nil },
+	"SPOTWISE_NATS_TLS_CERT":   func(c *Config, v string) error { c.NATS.TLSCertFile = v; return nil },
+	"SPOTWISE_NATS_TLS_KEY":    func(c *Config, v string) error { c.NATS.TLSKeyFile = v; return nil },
+	"SPOTWISE_NATS_REPLICAS":   func(c *Config, v string) error { return setInt(&c.NATS.Replicas, v) },
+	"SPOTWISE_SIM_SPEED":       func(c *Config, v string) error { return setFloat(&c.Sim.Speed, v) },
+	"SPOTWISE_SIM_SEED":        func(c *Config, v string) error { return setInt64(&c.Sim.Seed, v) },
+	"SPOTWISE_SIM":             func(c *Config, v string) error { return setBool(&c.Sim.Enabled, v) },
+	"SPOTWISE_RECONCILE_EVERY": func(c *Config, v string) error { return setDuration(&c.Scheduler.ReconcileInterval, v) },
+}
+
+// LoadEnv applies SPOTWISE_* variables found by lookup (os.LookupEnv).
+func (c *Config) LoadEnv(lookup func(string) (string, bool)) error {
+	var errs []error
+	for name, set := range envVars {
+		if v, ok := lookup(name); ok {
+			if err := set(c, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func setInt(p *int, v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("%q is not a whole number", v)
+	}
+	*p = n
+	return nil
+}
+
+func setInt64(p *int64, v string) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%q is not a whole number", v)
+	}
+	*p = n
+	return nil
+}
+
+func setFloat(p *float64, v string) error {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return fmt.Errorf("%q is not a number", v)
+	}
+	*p = f
+	return nil
+}
+
+func setBool(p *bool, v string) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("%q is not true or false", v)
+	}
+	*p = b
+	return nil
+}
+
+func setDuration(p *job.Duration, v string) error {
+	d, err := job.ParseDuration(v)
+	if err != nil {
+		return err
+	}
+	*p = job.Duration(d)
+	return nil
+}
+
+// Validate checks the configuration and names every problem.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.NATS.URL == "" && c.DataDir == "" {
+		bad("data_dir", "is required for the embedded NATS server")
+	}
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		bad("http_addr", "%q is not host:port", c.HTTPAddr)
+	}
+	if c.NATS.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.NATS.Listen); err != nil {
+			bad("nats.listen", "%q is not host:port", c.NATS.Listen)
+		}
+	}
+	if c.NATS.URL != "" && !strings.Contains(c.NATS.URL, "://") {
+		bad("nats.url", "%q needs a scheme, such as nats://host:4222", c.NATS.URL)
+	}
+	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
+		bad("nats.replicas", "must be between 1 and 5")
+	}
+	if (c.NATS.TLSCertFile == "") != (c.NATS.TLSKeyFile == "") {
+		bad("nats.tls_cert_file", "give both a certificate and a key file")
+	}
+	for _, f := range []struct{ field, path string }{{"nats.creds_file", c.NATS.CredsFile}, {"nats.nkey_file", c.NATS.NKeyFile}, {"nats.tls_ca_file", c.NATS.TLSCAFile}, {"nats.tls_cert_file", c.NATS.TLSCertFile}, {"nats.tls_key_file", c.NATS.TLSKeyFile}} {
+		if f.path != "" {
+			if _, err := os.Stat(f.path); err != nil {
+				bad(f.field, "%v", err)
+			}
+		}
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "must be debug, info, warn or error")
+	}
+	switch c.Log.Format {
+	case "console", "json":
+	default:
+		bad("log.format", "must be console or json")
+	}
+	if !c.Sim.Enabled {
+		bad("sim.enabled", "no real cloud is configured yet: the simulated cloud is the only provider")
+	}
+	if c.Sim.Speed <= 0 || c.Sim.Speed > 100_000 {
+		bad("sim.speed", "must be above 0 and at most 100000")
+	}
+	if c.Scheduler.ReconcileInterval.D() < 100*time.Millisecond {
+		bad("scheduler.reconcile_interval", "must be at least 100ms")
+	}
+	if c.Scheduler.Workers < 1 || c.Scheduler.Workers > 1024 {
+		bad("scheduler.workers", "must be between 1 and 1024")
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,265 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/spotwise/spotwise/agent"
+	"github.com/spotwise/spotwise/api"
+	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/internal/clock"
+	"github.com/spotwise/spotwise/providers"
+	"github.com/spotwise/spotwise/providers/catalog"
+	"github.com/spotwise/spotwise/providers/sim"
+	"github.com/spotwise/spotwise/scheduler"
+)
+
+// Server is a running spotwise server.
+type Server struct {
+	cfg       Config
+	log       *zap.Logger
+	bus       *events.Bus
+	clock     clock.Clock
+	cloud     *sim.Cloud
+	api       *api.Service
+	scheduler *scheduler.Scheduler
+	http      *http.Server
+	httpAddr  net.Addr
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	stopNATS  func()
+	closeOnce sync.Once
+}
+
+// Start brings a server up and returns once it accepts requests.
+func Start(ctx context.Context, cfg Config, log *zap.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	s := &Server{cfg: cfg, log: log, cancel: cancel}
+	if err := s.start(ctx, rctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) start(ctx, rctx context.Context) error {
+	cfg := s.cfg
+	if cfg.NATS.URL == "" {
+		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+			return fmt.Errorf("data directory: %w", err)
+		}
+	}
+	natsCfg := events.Config{
+		URL: cfg.NATS.URL, CredsFile: cfg.NATS.CredsFile, NKeyFile: cfg.NATS.NKeyFile,
+		User: cfg.NATS.User, Password: cfg.NATS.Password, Token: cfg.NATS.Token,
+		TLSCAFile: cfg.NATS.TLSCAFile, TLSCertFile: cfg.NATS.TLSCertFile, TLSKeyFile: cfg.NATS.TLSKeyFile,
+		Replicas: cfg.NATS.Replicas, ConnName: "spotwise-server",
+		Embedded: events.EmbeddedOptions{DataDir: cfg.DataDir, Listen: cfg.NATS.Listen, ServerName: "spotwise"},
+	}
+	s.log.Info("connecting to NATS", zap.String("nats", natsCfg.Redacted()))
+	bus, err := events.Open(ctx, natsCfg, "spotwise-server", clock.Real{}, s.log)
+	if err != nil {
+		return err
+	}
+	s.bus = bus
+	if s.clock, err = simClock(ctx, bus, cfg.Sim.Speed, s.log); err != nil {
+		return err
+	}
+	bus.SetClock(s.clock)
+	cat := catalog.Default()
+
+	s.cloud, err = sim.New(ctx, sim.Options{
+		Catalog: cat, Clock: s.clock, Seed: cfg.Sim.Seed, Providers: cfg.Sim.Providers, Regions: cfg.Sim.Regions,
+		Store: bus.SimStore(), PriceInterval: cfg.Sim.PriceInterval.D(), Log: s.log.Named("sim"),
+		Runner: &agent.SimWorkload{Clock: s.clock, Reporter: bus, Throughput: cat, Log: s.log.Named("agent"),
+			GPUOf: func(provider, itype string) (string, bool) {
+				it, ok := cat.InstanceType(provider, itype)
+				return it.GPU, ok
+			}},
+	})
+	if err != nil {
+		return fmt.Errorf("simulated cloud: %w", err)
+	}
+	clouds := map[string]providers.Provider{}
+	for _, p := range cat.Providers() {
+		clouds[p] = s.cloud
+	}
+	s.goRun(rctx, "price and instance feed", func(ctx context.Context) error { return bus.RunFeed(ctx, s.cloud, "sim") })
+
+	s.api = api.NewService(bus, cat, s.clock, s.log.Named("api"))
+	if err := s.startIndex(ctx, rctx); err != nil {
+		return err
+	}
+	if s.stopNATS, err = s.api.ServeNATS(bus); err != nil {
+		return err
+	}
+
+	s.scheduler = scheduler.New(bus, scheduler.Options{
+		Clock: s.clock, Log: s.log.Named("scheduler"), Clouds: clouds, Throughput: cat, Geography: cat.GeographyOf,
+		ReconcileInterval: cfg.Scheduler.ReconcileInterval.D(), UnavailableFor: cfg.Scheduler.UnavailableFor.D(), Workers: cfg.Scheduler.Workers,
+	})
+	s.goRun(rctx, "scheduler", s.scheduler.Run)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := s.scheduler.Register(reg); err != nil {
+		return err
+	}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "spotwise", Name: "garbled_events_total", Help: "Events dropped because they could not be decoded."}, func() float64 { return float64(bus.Garbled()) }))
+	handler := s.api.Handler(map[string]http.Handler{
+		"/metrics":   promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		"/v1/status": http.HandlerFunc(s.status),
+	})
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("HTTP listener on %s: %w", cfg.HTTPAddr, err)
+	}
+	s.httpAddr = ln.Addr()
+	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("HTTP server stopped", zap.Error(err))
+		}
+	}()
+	return nil
+}
+
+// startIndex starts the API's job index on the server's lifetime context
+// and waits, within the start context, until it holds every job.
+func (s *Server) startIndex(ctx, rctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- s.api.Start(rctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("job index: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("job index: %w", ctx.Err())
+	}
+}
+
+func (s *Server) goRun(ctx context.Context, what string, fn func(context.Context) error) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := fn(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error(what+" stopped", zap.Error(err))
+		}
+	}()
+}
+
+// HTTPAddr is the address the HTTP API listens on.
+func (s *Server) HTTPAddr() string { return s.httpAddr.String() }
+
+// NATSURL is the embedded NATS server's client URL ("" when external or
+// not listening).
+func (s *Server) NATSURL() string { return s.bus.ClientURL() }
+
+// Bus is the server's bus.
+func (s *Server) Bus() *events.Bus { return s.bus }
+
+// Clock is the server's clock (scaled when the simulated cloud runs fast).
+func (s *Server) Clock() clock.Clock { return s.clock }
+
+// Cloud is the simulated cloud.
+func (s *Server) Cloud() *sim.Cloud { return s.cloud }
+
+// Scheduler is the scheduler.
+func (s *Server) Scheduler() *scheduler.Scheduler { return s.scheduler }
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"clock":     s.clock.Now(),
+		"sim_speed": s.cfg.Sim.Speed,
+		"nats":      s.bus.ClientURL(),
+		"scheduler": s.scheduler.Stats(),
+	})
+}
+
+// Close stops the server: HTTP first, then the scheduler and feeds, then
+// the cloud and the bus.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		if s.http != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = s.http.Shutdown(ctx)
+			cancel()
+		}
+		if s.stopNATS != nil {
+			s.stopNATS()
+		}
+		s.cancel()
+		s.wg.Wait()
+		if s.cloud != nil {
+			s.cloud.Close()
+		}
+		if s.bus != nil {
+			s.bus.Close()
+		}
+	})
+}
+
+// clockAnchor is the simulated clock's anchor, kept in the meta bucket so
+// that simulated time continues across restarts instead of jumping back.
+type clockAnchor struct {
+	Wall  time.Time `json:"wall"`
+	Sim   time.Time `json:"sim"`
+	Speed float64   `json:"speed"`
+}
+
+const clockKey = "sim-clock"
+
+// simClock returns the server clock: real time at speed 1 with no history,
+// otherwise a scaled clock continuing from the stored anchor.
+func simClock(ctx context.Context, bus *events.Bus, speed float64, log *zap.Logger) (clock.Clock, error) {
+	now := time.Now()
+	anchor := clockAnchor{Wall: now, Sim: now, Speed: speed}
+	b, _, err := bus.Meta().Get(ctx, clockKey)
+	switch {
+	case err == nil:
+		var old clockAnchor
+		if json.Unmarshal(b, &old) == nil && old.Speed > 0 {
+			simNow := clock.NewScaled(old.Wall, old.Sim, old.Speed).Now()
+			anchor = clockAnchor{Wall: now, Sim: simNow, Speed: speed}
+			if old.Speed == speed {
+				anchor = old
+			}
+		}
+	case !errors.Is(err, events.ErrNotFound):
+		return nil, fmt.Errorf("reading the simulated clock: %w", err)
+	}
+	if speed == 1 && anchor.Sim.Equal(anchor.Wall) {
+		return clock.Real{}, nil
+	}
+	nb, _ := json.Marshal(anchor)
+	if _, err := bus.Meta().Put(ctx, clockKey, nb); err != nil {
+		return nil, fmt.Errorf("storing the simulated clock: %w", err)
+	}
+	c := clock.NewScaled(anchor.Wall, anchor.Sim, anchor.Speed)
+	log.Info("simulated clock", zap.Float64("speed", speed), zap.Time("now", c.Now()))
+	return c, nil
+}

@@ -1,0 +1,302 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spotwise/spotwise/api"
+	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/events/eventstest"
+	"github.com/spotwise/spotwise/internal/testutil"
+	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/providers"
+)
+
+// testConfig runs the simulated world at 3600x: a 2-hour job takes two
+// seconds.
+func testConfig(dir string) Config {
+	cfg := Defaults()
+	cfg.DataDir = dir
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.NATS.Listen = ""
+	cfg.Sim.Speed = 3600
+	cfg.Scheduler.ReconcileInterval = job.Duration(time.Second)
+	return cfg
+}
+
+func startServer(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := Start(ctx, cfg, eventstest.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func example(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func waitState(t *testing.T, c *api.Client, id string, want job.State, timeout time.Duration) *api.JobView {
+	t.Helper()
+	var v *api.JobView
+	testutil.CheckFor(t, timeout, 50*time.Millisecond, func() error {
+		var err error
+		v, err = c.Get(context.Background(), id)
+		if err != nil {
+			return err
+		}
+		if v.State != want {
+			return fmt.Errorf("job %s is %s (%s), want %s", id, v.State, v.Message, want)
+		}
+		return nil
+	})
+	return v
+}
+
+func kinds(v *api.JobView) []string {
+	var out []string
+	for _, e := range v.Events {
+		out = append(out, e.Kind)
+	}
+	return out
+}
+
+func TestJobRunsToSuccessOverHTTP(t *testing.T) {
+	s := startServer(t, testConfig(t.TempDir()))
+	c := api.NewClient(s.HTTPAddr())
+	ctx := context.Background()
+	v, created, err := c.Submit(ctx, example(t, "bert-finetune.yaml"), "application/yaml", "")
+	if err != nil || !created {
+		t.Fatalf("submit: %v (created %v)", err, created)
+	}
+	if v.State != job.Queued || !job.ValidID(v.ID) {
+		t.Fatalf("submitted job = %+v", v)
+	}
+	done := waitState(t, c, v.ID, job.Succeeded, 60*time.Second)
+	p := done.Placement
+	if p == nil || p.Provider == "" || p.InstanceType == "" || p.PricePerHour <= 0 {
+		t.Fatalf("placement = %+v", p)
+	}
+	// 6 h on V100 must not run on V100s: A100 and H100 finish it for less.
+	if strings.HasPrefix(p.GPU, "V100") {
+		t.Errorf("placed on %s (%s): the cheapest to finish is not the cheapest per hour", p.InstanceType, p.GPU)
+	}
+	if done.CostUSD <= 0 || done.Progress != 1 || done.FinishedAt == nil {
+		t.Errorf("finished job = cost %s, progress %v, finished %v", done.CostUSD, done.Progress, done.FinishedAt)
+	}
+	if !done.FinishedAt.Before(*done.DeadlineAt) {
+		t.Errorf("finished %s after the deadline %s", done.FinishedAt, done.DeadlineAt)
+	}
+	for _, k := range []string{events.KindQueued, events.KindPlacing, events.KindLaunched, events.KindRunning, events.KindSucceeded} {
+		if !slices.Contains(kinds(done), k) {
+			t.Errorf("history %v lacks %q", kinds(done), k)
+		}
+	}
+	// Billing: the attempt's cost is its price for the time it held the
+	// capacity, and the instance is released.
+	a := done.Attempts[len(done.Attempts)-1]
+	want := a.Placement.HourlyCost().ForDuration(a.EndedAt.Sub(a.LaunchedAt))
+	if a.Cost != want || done.CostUSD != want {
+		t.Errorf("cost = %s (attempt %s), want %s", done.CostUSD, a.Cost, want)
+	}
+	testutil.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		insts, _ := s.Cloud().Instances(ctx)
+		for _, in := range insts {
+			if in.JobID == v.ID && !in.State.Ended() {
+				return fmt.Errorf("instance %s still %s", in.ID, in.State)
+			}
+		}
+		return nil
+	})
+	list, err := c.List(ctx, api.Query{})
+	if err != nil || len(list.Jobs) != 1 || list.Jobs[0].State != job.Succeeded || list.Jobs[0].CostUSD != done.CostUSD {
+		t.Fatalf("list = %+v, %v", list, err)
+	}
+}
+
+func TestJobRunsToSuccessOverNATS(t *testing.T) {
+	s := startServer(t, testConfig(t.TempDir()))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := json.Marshal(api.SubmitRequest{Spec: mustJSON(string(example(t, "resnet50-spot.yaml"))), IdempotencyKey: "resnet-1"})
+	b, err := s.Bus().Request(ctx, events.SubjectSubmit, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep api.Reply
+	if err := json.Unmarshal(b, &rep); err != nil || rep.Error != nil || rep.Job == nil || !rep.Created {
+		t.Fatalf("reply %s: %v", b, err)
+	}
+	id := rep.Job.ID
+	// A retry with the same key finds the same job.
+	b, _ = s.Bus().Request(ctx, events.SubjectSubmit, req)
+	var again api.Reply
+	if err := json.Unmarshal(b, &again); err != nil || again.Job == nil || again.Job.ID != id || again.Created {
+		t.Fatalf("retried submission: %s", b)
+	}
+	c := api.NewClient(s.HTTPAddr())
+	done := waitState(t, c, id, job.Succeeded, 60*time.Second)
+	if done.Placement.Purchase != string(providers.Spot) {
+		t.Errorf("spot-only job ran on %s", done.Placement.Purchase)
+	}
+	get, _ := json.Marshal(api.JobRequest{ID: id})
+	b, err = s.Bus().Request(ctx, events.SubjectGet, get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got api.Reply
+	if err := json.Unmarshal(b, &got); err != nil || got.Job == nil || got.Job.State != job.Succeeded {
+		t.Fatalf("get over NATS: %s", b)
+	}
+}
+
+func mustJSON(s string) json.RawMessage {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+func TestCancelReleasesCapacity(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.Sim.Speed = 60 // slow enough to catch it running
+	s := startServer(t, cfg)
+	c := api.NewClient(s.HTTPAddr())
+	ctx := context.Background()
+	v, _, err := c.Submit(ctx, example(t, "llm-pretrain.yaml"), "application/yaml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, c, v.ID, job.Running, 30*time.Second)
+	cv, err := c.Cancel(ctx, v.ID, "wrong dataset")
+	if err != nil || cv.State != job.Cancelled {
+		t.Fatalf("cancel: %+v, %v", cv, err)
+	}
+	testutil.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		insts, _ := s.Cloud().Instances(ctx)
+		n := 0
+		for _, in := range insts {
+			if in.JobID == v.ID {
+				n++
+				if !in.State.Ended() {
+					return fmt.Errorf("instance %s still %s", in.ID, in.State)
+				}
+			}
+		}
+		if n != 4 {
+			return fmt.Errorf("job had %d instances, want 4 (one per node)", n)
+		}
+		return nil
+	})
+	// Cancelling again is harmless; the cost stops growing.
+	again, err := c.Cancel(ctx, v.ID, "")
+	if err != nil || again.State != job.Cancelled {
+		t.Fatalf("second cancel: %v", err)
+	}
+	final := again.CostUSD
+	time.Sleep(200 * time.Millisecond)
+	later, _ := c.Get(ctx, v.ID)
+	if later.CostUSD != final || final <= 0 {
+		t.Fatalf("cost after cancel went from %s to %s", final, later.CostUSD)
+	}
+}
+
+func TestUnplaceableJobStaysQueuedWithReasons(t *testing.T) {
+	s := startServer(t, testConfig(t.TempDir()))
+	c := api.NewClient(s.HTTPAddr())
+	v, _, err := c.Submit(context.Background(), example(t, "too-cheap.yaml"), "application/yaml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, 15*time.Second, 50*time.Millisecond, func() error {
+		got, err := c.Get(context.Background(), v.ID)
+		if err != nil {
+			return err
+		}
+		if got.State != job.Queued {
+			return fmt.Errorf("state %s, want queued", got.State)
+		}
+		for _, r := range got.PendingReasons {
+			if r.Code == "max-price" && r.Offers > 0 && strings.Contains(r.Message, "$5.00/h") {
+				return nil
+			}
+		}
+		return fmt.Errorf("pending reasons %+v lack max-price", got.PendingReasons)
+	})
+}
+
+func TestMalformedSpecsAreRejectedAndNothingIsStored(t *testing.T) {
+	s := startServer(t, testConfig(t.TempDir()))
+	c := api.NewClient(s.HTTPAddr())
+	ctx := context.Background()
+	cases := []struct {
+		name, body, code, field string
+	}{
+		{"not yaml", "name: [unclosed", api.CodeInvalidSpec, ""},
+		{"unknown field", "name: x\ncommand: [a]\nresources: {gpus: 8}\nwork: 1h on V100", api.CodeInvalidSpec, "resources.gpus"},
+		{"bad type", "name: x\ncommand: [a]\nresources: {gpus_per_node: eight}\nwork: 1h on V100", api.CodeInvalidSpec, "resources.gpus_per_node"},
+		{"unknown gpu", "name: x\ncommand: [a]\nresources: {gpus_per_node: 1, accelerators: [V1000]}\nwork: 1h on V100", api.CodeInvalidSpec, "resources.accelerators[0]"},
+		{"no work", "name: x\ncommand: [a]\nresources: {gpus_per_node: 1}", api.CodeInvalidSpec, "work"},
+		{"deadline in the past", "name: x\ncommand: [a]\nresources: {gpus_per_node: 1}\nwork: 1h on V100\ndeadline: 2001-01-01T00:00:00Z", api.CodeInvalidSpec, "deadline"},
+		{"empty", "", api.CodeInvalidSpec, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := c.Submit(ctx, []byte(tc.body), "application/yaml", "")
+			var ae *api.Error
+			if !errors.As(err, &ae) || ae.Code != tc.code || ae.Status != 400 {
+				t.Fatalf("err = %v, want %s", err, tc.code)
+			}
+			if tc.field != "" && !slices.ContainsFunc(ae.Fields, func(f job.FieldError) bool { return f.Field == tc.field }) {
+				t.Fatalf("fields %+v do not name %s", ae.Fields, tc.field)
+			}
+		})
+	}
+	list, err := c.List(ctx, api.Query{})
+	if err != nil || len(list.Jobs) != 0 {
+		t.Fatalf("rejected specs left jobs behind: %+v, %v", list, err)
+	}
+}
+
+func TestGarbledEventsAreDroppedAndSchedulingGoesOn(t *testing.T) {
+	s := startServer(t, testConfig(t.TempDir()))
+	ctx := context.Background()
+	garbage := map[string]string{
+		"spotwise.prices.aws.us-east-1":               `{"v":1,"id":"x","type":"offers.updated","time":"2026-01-01T00:00:00Z","source":"evil","data":{"provider":"aws","region":"us-east-1","offers":[{"provider":"aws","region":"us-east-1","zone":"z","instance_type":"p","gpu":"","gpus":0,"purchase":"spot"}]}}`,
+		"spotwise.instances.aws.us-east-1":            `not json at all`,
+		"spotwise.agent.j-0123456789abcdefghjkmnpqrs": `{"v":9}`,
+	}
+	for subj, msg := range garbage {
+		if err := s.Bus().PublishRaw(ctx, subj, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := api.NewClient(s.HTTPAddr())
+	v, _, err := c.Submit(ctx, example(t, "eu-only.yaml"), "application/yaml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := waitState(t, c, v.ID, job.Succeeded, 60*time.Second)
+	if g := s.Bus().Garbled(); g < int64(len(garbage)) {
+		t.Errorf("garbled counter = %d, want at least %d", g, len(garbage))
+	}
+	geo := map[string]bool{"eu": true, "uk": true}
+	if !strings.HasPrefix(done.Placement.Region, "eu") && !strings.HasPrefix(done.Placement.Region, "europe") && !geo[done.Placement.Region] {
+		t.Errorf("EU-only job ran in %s", done.Placement.Region)
+	}
+}

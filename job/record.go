@@ -1,0 +1,160 @@
+package job
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spotwise/spotwise/internal/money"
+)
+
+// maxHistory bounds how many ended attempts a record keeps in full; older
+// ones stay in the job's event history and in its cost.
+const maxHistory = 20
+
+// Record is a job as stored in the job-state bucket: the spec as accepted
+// and the status the scheduler maintains. Every write carries the revision
+// it was based on.
+type Record struct {
+	ID     string `json:"id"`
+	Spec   Spec   `json:"spec"`
+	Status Status `json:"status"`
+}
+
+// Status is the part of a record that changes.
+type Status struct {
+	State State `json:"state"`
+	// Message says why the job is in its state ("instance lost",
+	// "command exited with code 2", "cancelled by user").
+	Message     string    `json:"message,omitempty"`
+	SubmittedAt time.Time `json:"submitted_at"`
+	DeadlineAt  time.Time `json:"deadline_at,omitzero"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	StartedAt   time.Time `json:"started_at,omitzero"`
+	FinishedAt  time.Time `json:"finished_at,omitzero"`
+	// Attempt counts placements so far; attempt N launches with key
+	// "<id>-a<N>".
+	Attempt int `json:"attempt"`
+	// Current is the attempt that holds or is acquiring capacity.
+	Current *Attempt `json:"current,omitempty"`
+	// Attempts are the ended attempts, oldest first (the last 20).
+	Attempts []Attempt `json:"attempts,omitempty"`
+	// EndedCost is what all ended attempts cost.
+	EndedCost money.Micros `json:"ended_cost"`
+	// Progress is the fraction of the work done and kept (0..1).
+	Progress float64 `json:"progress"`
+	// WorkLost is work done by attempts that ended without keeping it.
+	WorkLost Duration `json:"work_lost,omitempty"`
+	// Retries counts command failures that were run again.
+	Retries        int    `json:"retries,omitempty"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	SpecHash       string `json:"spec_hash"`
+}
+
+// Placement is where an attempt runs.
+type Placement struct {
+	OfferID      string       `json:"offer_id"`
+	Provider     string       `json:"provider"`
+	Region       string       `json:"region"`
+	Zone         string       `json:"zone"`
+	InstanceType string       `json:"instance_type"`
+	GPU          string       `json:"gpu"`
+	GPUs         int          `json:"gpus"`
+	Nodes        int          `json:"nodes"`
+	Purchase     string       `json:"purchase_option"`
+	PricePerHour money.Micros `json:"price_per_hour"`
+}
+
+// HourlyCost is what the placement costs per hour for all its nodes.
+func (p Placement) HourlyCost() money.Micros { return p.PricePerHour.MulInt(max(1, p.Nodes)) }
+
+// Attempt is one placement of a job on capacity, from decision to end.
+type Attempt struct {
+	N         int       `json:"n"`
+	LaunchKey string    `json:"launch_key"`
+	Placement Placement `json:"placement"`
+	Instances []string  `json:"instances,omitempty"`
+	// Running lists the instances that have reached running; the attempt
+	// runs when every node has.
+	Running []string `json:"running,omitempty"`
+	// MaxPrice is the spot max price the attempt launches with.
+	MaxPrice money.Micros `json:"max_price,omitempty"`
+	PlacedAt time.Time    `json:"placed_at"`
+	// LaunchedAt is when the capacity was bought: billing starts here.
+	LaunchedAt time.Time `json:"launched_at,omitzero"`
+	RunningAt  time.Time `json:"running_at,omitzero"`
+	EndedAt    time.Time `json:"ended_at,omitzero"`
+	// EstimatedRuntime and EstimatedCost are what the scheduler expected
+	// when it chose the placement.
+	EstimatedRuntime Duration     `json:"estimated_runtime"`
+	EstimatedCost    money.Micros `json:"estimated_cost"`
+	// Outcome is how the attempt ended: succeeded, failed, lost,
+	// cancelled, launch-failed.
+	Outcome string       `json:"outcome,omitempty"`
+	Cost    money.Micros `json:"cost"`
+}
+
+// LaunchKey is the idempotency key of a job's attempt n.
+func LaunchKey(id string, n int) string { return fmt.Sprintf("%s-a%d", id, n) }
+
+// CostAt is what the job has cost up to now: ended attempts plus the
+// current one's billed time.
+func (r *Record) CostAt(now time.Time) money.Micros {
+	c := r.Status.EndedCost
+	if a := r.Status.Current; a != nil && !a.LaunchedAt.IsZero() && now.After(a.LaunchedAt) {
+		c += a.Placement.HourlyCost().ForDuration(now.Sub(a.LaunchedAt))
+	}
+	return c
+}
+
+// MoveTo changes the job's state, refusing transitions the state machine
+// does not allow.
+func (r *Record) MoveTo(next State, now time.Time, message string) error {
+	if !r.Status.State.CanMoveTo(next) {
+		return fmt.Errorf("job %s: cannot move from %s to %s", r.ID, r.Status.State, next)
+	}
+	r.Status.State = next
+	r.Status.Message = message
+	r.Status.UpdatedAt = now
+	if next == Running && r.Status.StartedAt.IsZero() {
+		r.Status.StartedAt = now
+	}
+	if next.Terminal() {
+		r.Status.FinishedAt = now
+	}
+	return nil
+}
+
+// EndAttempt closes the current attempt at now with an outcome, bills it
+// and moves it to the history. It is a no-op without a current attempt.
+func (r *Record) EndAttempt(now time.Time, outcome string) {
+	a := r.Status.Current
+	if a == nil {
+		return
+	}
+	a.EndedAt = now
+	a.Outcome = outcome
+	if !a.LaunchedAt.IsZero() && now.After(a.LaunchedAt) {
+		a.Cost = a.Placement.HourlyCost().ForDuration(now.Sub(a.LaunchedAt))
+	}
+	r.Status.EndedCost += a.Cost
+	r.Status.Attempts = append(r.Status.Attempts, *a)
+	if n := len(r.Status.Attempts); n > maxHistory {
+		r.Status.Attempts = append([]Attempt(nil), r.Status.Attempts[n-maxHistory:]...)
+	}
+	r.Status.Current = nil
+	r.Status.UpdatedAt = now
+}
+
+// Clone returns a deep copy, so a writer can change a record without
+// touching one a reader holds.
+func (r *Record) Clone() *Record {
+	c := *r
+	if r.Status.Current != nil {
+		cur := *r.Status.Current
+		cur.Instances = append([]string(nil), cur.Instances...)
+		cur.Running = append([]string(nil), cur.Running...)
+		c.Status.Current = &cur
+	}
+	c.Status.Attempts = append([]Attempt(nil), r.Status.Attempts...)
+	return &c
+}

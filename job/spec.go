@@ -1,0 +1,230 @@
+package job
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"unicode/utf8"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/spotwise/spotwise/internal/money"
+)
+
+// APIVersion is the spec version this package reads.
+const APIVersion = "spotwise/v1"
+
+// Limits on a spec's size, so a hostile or mistaken spec cannot make the
+// queue heavy.
+const (
+	MaxSpecBytes   = 256 << 10
+	maxNameLen     = 128
+	maxListLen     = 64
+	maxMapEntries  = 128
+	maxValueLen    = 4096
+	MaxPriority    = 1000
+	DefaultPrio    = 100
+	maxGPUsPerNode = 16
+	maxNodes       = 512
+)
+
+// Purchase policies: which purchase options a job accepts.
+const (
+	PurchaseSpot     = "spot"      // spot only
+	PurchaseOnDemand = "on-demand" // on-demand or reserved only
+	PurchaseAuto     = "auto"      // whatever finishes cheapest in time
+)
+
+// Spec is what a user submits: what to run, on what, how much work it is,
+// by when, and under which price and placement rules.
+type Spec struct {
+	APIVersion string            `json:"api_version,omitempty"`
+	Name       string            `json:"name"`
+	Team       string            `json:"team,omitempty"`
+	Priority   *int              `json:"priority,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+
+	// Image, Command and Env are opaque to the scheduler; the agent on the
+	// instance runs them.
+	Image   string            `json:"image,omitempty"`
+	Command []string          `json:"command,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+
+	// Workload (training, fine-tuning, inference) and Precision (fp16,
+	// bf16, fp32, int8) select the throughput class used to convert Work
+	// into a runtime on each GPU type.
+	Workload  string `json:"workload,omitempty"`
+	Precision string `json:"precision,omitempty"`
+
+	Resources Resources `json:"resources"`
+	Work      Work      `json:"work"`
+	Deadline  Deadline  `json:"deadline,omitzero"`
+
+	// Purchase is spot, on-demand or auto (default).
+	Purchase string `json:"purchase,omitempty"`
+	// MaxPricePerHour caps the price of one instance (one node) per hour;
+	// zero means no cap.
+	MaxPricePerHour money.Micros `json:"max_price_per_hour,omitempty"`
+
+	Placement  PlacementRules `json:"placement,omitzero"`
+	Checkpoint Checkpoint     `json:"checkpoint,omitzero"`
+	// MaxRetries is how many times a job whose command fails is run again.
+	MaxRetries int `json:"max_retries,omitempty"`
+}
+
+// Resources is the shape of the machines a job needs.
+type Resources struct {
+	// Accelerators lists acceptable GPU types by name ("A100-80GB") or
+	// family ("A100"); empty means any GPU that meets MinGPUMemoryGB.
+	Accelerators   []string `json:"accelerators,omitempty"`
+	MinGPUMemoryGB int      `json:"min_gpu_memory_gb,omitempty"`
+	GPUsPerNode    int      `json:"gpus_per_node"`
+	Nodes          int      `json:"nodes,omitempty"`
+	MinVCPUs       int      `json:"min_vcpus_per_node,omitempty"`
+	MinMemoryGiB   int      `json:"min_memory_gib_per_node,omitempty"`
+}
+
+// PlacementRules limit where a job may run. Allow lists are empty for "any";
+// deny lists win over allow lists.
+type PlacementRules struct {
+	Providers     []string `json:"providers,omitempty"`
+	DenyProviders []string `json:"deny_providers,omitempty"`
+	// Regions are region names or glob patterns ("eu-*", "europe-*").
+	Regions     []string `json:"regions,omitempty"`
+	DenyRegions []string `json:"deny_regions,omitempty"`
+	// Geographies are coarse areas ("eu", "us", "asia"); "EU only" is
+	// geographies: [eu].
+	Geographies []string `json:"geographies,omitempty"`
+}
+
+// Checkpoint says how the job saves and resumes its state.
+type Checkpoint struct {
+	// URI is where checkpoints go (file://, s3://, azblob://); empty means
+	// the server's default store.
+	URI string `json:"uri,omitempty"`
+	// Interval fixes the time between periodic checkpoints; zero lets
+	// spotwise choose from the checkpoint cost and interruption rate.
+	Interval Duration `json:"interval,omitempty"`
+	// Duration is how long one checkpoint takes to write.
+	Duration Duration `json:"duration,omitempty"`
+	// SizeGB is the checkpoint's size, for transfer time and cost.
+	SizeGB float64 `json:"size_gb,omitempty"`
+	// Signal (default SIGTERM) or Command tells the workload to checkpoint.
+	Signal  string   `json:"signal,omitempty"`
+	Command []string `json:"command,omitempty"`
+	// Disabled means the job cannot checkpoint: an interruption restarts it.
+	Disabled bool `json:"disabled,omitempty"`
+}
+
+// Vocabulary is what a spec is checked against: the GPU types, providers,
+// regions and geographies spotwise knows (the catalog).
+type Vocabulary interface {
+	KnownGPU(name string) bool
+	KnownProvider(name string) bool
+	KnownRegion(name string) bool
+	KnownGeography(name string) bool
+}
+
+// Parse reads a spec from YAML or JSON, fills defaults and validates it
+// against vocab. The error, if any, is a *ValidationError naming each bad
+// field.
+func Parse(data []byte, vocab Vocabulary) (Spec, error) {
+	var s Spec
+	if len(data) > MaxSpecBytes {
+		return s, &ValidationError{Errors: []FieldError{{Message: fmt.Sprintf("spec is %d bytes; the limit is %d", len(data), MaxSpecBytes)}}}
+	}
+	if !utf8.Valid(data) {
+		return s, &ValidationError{Errors: []FieldError{{Message: "spec is not UTF-8 text"}}}
+	}
+	raw := bytes.TrimSpace(data)
+	if len(raw) == 0 {
+		return s, &ValidationError{Errors: []FieldError{{Message: "spec is empty"}}}
+	}
+	if raw[0] != '{' {
+		j, err := yaml.YAMLToJSON(raw)
+		if err != nil {
+			return s, &ValidationError{Errors: []FieldError{{Message: "spec is neither valid YAML nor JSON: " + strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")}}}
+		}
+		raw = j
+	} else if !json.Valid(raw) {
+		return s, &ValidationError{Errors: []FieldError{{Message: "spec is not valid JSON"}}}
+	}
+	var errs fieldErrors
+	decodeStrict(raw, reflect.ValueOf(&s).Elem(), "", &errs)
+	if err := errs.err(); err != nil {
+		return Spec{}, err
+	}
+	s.Normalize()
+	if err := s.Validate(vocab); err != nil {
+		return Spec{}, err
+	}
+	return s, nil
+}
+
+// Normalize fills defaults in place: API version, team, priority, nodes,
+// workload, precision and purchase policy.
+func (s *Spec) Normalize() {
+	if s.APIVersion == "" {
+		s.APIVersion = APIVersion
+	}
+	if s.Team == "" {
+		s.Team = "default"
+	}
+	if s.Priority == nil {
+		p := DefaultPrio
+		s.Priority = &p
+	}
+	if s.Resources.Nodes == 0 {
+		s.Resources.Nodes = 1
+	}
+	if s.Workload == "" {
+		s.Workload = "training"
+	}
+	if s.Precision == "" {
+		if s.Workload == "inference" || s.Workload == "batch-inference" {
+			s.Precision = "int8"
+		} else {
+			s.Precision = "fp16"
+		}
+	}
+	if s.Purchase == "" {
+		s.Purchase = PurchaseAuto
+	}
+	s.Workload = strings.ToLower(s.Workload)
+	s.Precision = strings.ToLower(s.Precision)
+	s.Purchase = strings.ToLower(s.Purchase)
+}
+
+// Prio is the job's priority (higher runs first).
+func (s *Spec) Prio() int {
+	if s.Priority == nil {
+		return DefaultPrio
+	}
+	return *s.Priority
+}
+
+// TotalGPUs is nodes x GPUs per node.
+func (s *Spec) TotalGPUs() int { return max(1, s.Resources.Nodes) * max(1, s.Resources.GPUsPerNode) }
+
+// Class returns the throughput class for the job's workload and precision.
+func (s *Spec) Class() string {
+	switch {
+	case s.Workload == "inference" || s.Workload == "batch-inference":
+		return "inference"
+	case s.Precision == "fp32" || s.Precision == "tf32":
+		return "train-fp32"
+	}
+	return "train-mixed"
+}
+
+// Hash is a digest of the normalized spec; two submissions with the same
+// idempotency key must carry the same spec.
+func (s *Spec) Hash() string {
+	b, _ := json.Marshal(s)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}

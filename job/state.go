@@ -1,0 +1,64 @@
+package job
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+)
+
+// State is where a job is in its life. The values are the lower-case words
+// clients see.
+type State string
+
+// Job states. Checkpointing and migrating are entered when a preemption
+// notice arrives.
+const (
+	Queued        State = "queued"
+	Placing       State = "placing"
+	Running       State = "running"
+	Checkpointing State = "checkpointing"
+	Migrating     State = "migrating"
+	Succeeded     State = "succeeded"
+	Failed        State = "failed"
+	Cancelled     State = "cancelled"
+)
+
+// States lists every state in life order.
+var States = []State{Queued, Placing, Running, Checkpointing, Migrating, Succeeded, Failed, Cancelled}
+
+// transitions lists the states each state may move to.
+var transitions = map[State][]State{
+	Queued:        {Placing, Cancelled, Failed},
+	Placing:       {Running, Queued, Cancelled, Failed},
+	Running:       {Succeeded, Failed, Queued, Cancelled, Checkpointing, Migrating},
+	Checkpointing: {Migrating, Queued, Running, Succeeded, Failed, Cancelled},
+	Migrating:     {Placing, Queued, Failed, Cancelled},
+}
+
+// Terminal reports whether the job is done for good.
+func (s State) Terminal() bool { return s == Succeeded || s == Failed || s == Cancelled }
+
+// Active reports whether the job holds or is acquiring capacity.
+func (s State) Active() bool {
+	return s == Placing || s == Running || s == Checkpointing || s == Migrating
+}
+
+// CanMoveTo reports whether a job in s may move to next.
+func (s State) CanMoveTo(next State) bool { return slices.Contains(transitions[s], next) }
+
+// Valid reports whether s is a known state.
+func (s State) Valid() bool { return slices.Contains(States, s) }
+
+// UnmarshalJSON refuses unknown states, so a garbled record is caught at
+// the edge instead of confusing the scheduler.
+func (s *State) UnmarshalJSON(b []byte) error {
+	var v string
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if !State(v).Valid() {
+		return fmt.Errorf("unknown job state %q", v)
+	}
+	*s = State(v)
+	return nil
+}

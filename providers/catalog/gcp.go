@@ -1,0 +1,150 @@
+package catalog
+
+// gcpTypes are the GCP accelerator-optimized machine types in the catalog
+// (A2: A100, A3: H100, G2: L4). N1 machines with attached T4/V100 GPUs have
+// no machine-type name of their own and are not listed.
+var gcpTypes = []InstanceType{
+	{
+		Provider: "gcp", Name: "a2-highgpu-1g", GPU: "A100-40GB", GPUs: 1, VCPUs: 12, MemoryGiB: 85,
+		Source: gcpSkyPilotV8,
+		Prices: []Price{
+			gcpPrice("us-central1", "0.73948", "2.93391", "0.36975", "1.4341"),
+			gcpPrice("us-east1", "0.73948", "2.93391", "0.36975", "1.4341"),
+			gcpPrice("us-west1", "0.73948", "2.93391", "0.36975", "1.4341"),
+			gcpPrice("us-west4", "0.8328", "3.10156", "0.33306", "1.2406"),
+			gcpPrice("me-west1", "0.81342", "3.2273", "0.33516", "1.058"),
+		},
+	},
+	{
+		Provider: "gcp", Name: "a2-highgpu-2g", GPU: "A100-40GB", GPUs: 2, VCPUs: 24, MemoryGiB: 170,
+		Interconnect: "NVLink",
+		Source:       gcpSkyPilotV8,
+		Prices: []Price{
+			gcpPrice("us-central1", "1.47895", "5.86782", "0.7395", "2.8682"),
+			gcpPrice("us-east1", "1.47895", "5.86782", "0.7395", "2.8682"),
+			gcpPrice("us-west1", "1.47895", "5.86782", "0.7395", "2.8682"),
+			gcpPrice("us-west4", "1.66559", "6.20312", "0.66612", "2.4812"),
+			gcpPrice("me-west1", "1.62685", "6.4546", "0.67032", "2.116"),
+		},
+	},
+	{
+		Provider: "gcp", Name: "a2-highgpu-4g", GPU: "A100-40GB", GPUs: 4, VCPUs: 48, MemoryGiB: 340,
+		Interconnect: "NVLink",
+		Source:       gcpSkyPilotV8,
+		Prices: []Price{
+			gcpPrice("us-central1", "2.95791", "11.73563", "1.479", "5.7364"),
+			gcpPrice("us-east1", "2.95791", "11.73563", "1.479", "5.7364"),
+			gcpPrice("us-west1", "2.95791", "11.73563", "1.479", "5.7364"),
+			gcpPrice("us-west4", "3.33118", "12.40624", "1.33224", "4.9624"),
+			gcpPrice("me-west1", "3.2537", "12.9092", "1.34064", "4.232"),
+		},
+	},
+	{
+		Provider: "gcp", Name: "a2-highgpu-8g", GPU: "A100-40GB", GPUs: 8, VCPUs: 96, MemoryGiB: 680,
+		Interconnect: "NVSwitch",
+		Source:       gcpSkyPilotV8,
+		Prices: []Price{
+			gcpPrice("us-central1", "5.91582", "23.47126", "2.958", "11.4728"),
+			gcpPrice("us-east1", "5.91582", "23.47126", "2.958", "11.4728"),
+			gcpPrice("us-west1", "5.91582", "23.47126", "2.958", "11.4728"),
+			gcpPrice("us-west4", "6.66236", "24.81248", "2.66448", "9.9248"),
+			gcpPrice("me-west1", "6.5074", "25.81839", "2.68128", "8.464"),
+		},
+	},
+	{
+		Provider: "gcp", Name: "a2-ultragpu-1g", GPU: "A100-80GB", GPUs: 1, VCPUs: 12, MemoryGiB: 170,
+		Source: gcpSkyPilotV8Flagged,
+		Prices: []Price{
+			gcpPrice("us-east5", "1.09962", "4.4242", "0.31193", "1.3356"),
+			gcpPrice("asia-southeast1", "1.35641", "4.84607", "0.62379", "1.823"),
+		},
+	},
+	{
+		Provider: "gcp", Name: "a2-ultragpu-8g", GPU: "A100-80GB", GPUs: 8, VCPUs: 96, MemoryGiB: 1360,
+		Interconnect: "NVSwitch",
+		Source:       gcpSkyPilotV8Flagged,
+		Prices: []Price{
+			gcpPrice("us-east5", "8.79698", "35.39358", "2.49544", "10.6848"),
+			gcpPrice("asia-southeast1", "10.85126", "38.76858", "4.99032", "14.584"),
+		},
+	},
+	{
+		Provider: "gcp", Name: "a3-highgpu-8g", GPU: "H100", GPUs: 8, VCPUs: 208, MemoryGiB: 1872,
+		Interconnect: "1000 Gbps (GPUDirect-TCPX); NVSwitch",
+		Source:       gcpSkyPilotV8,
+		Prices: []Price{
+			gcpPrice("us-east4", "9.46006", "78.37241", "2.15966", "17.8848"),
+			gcpPrice("us-east5", "10.65487", "88.2708", "2.32627", "19.2648"),
+			gcpPrice("europe-west1", "10.41647", "86.29584", "2.38181", "19.736"),
+			gcpPrice("europe-west4", "9.93306", "101.88413", "2.27469", "23.2896"),
+			gcpPrice("asia-east1", "10.95381", "90.74744", "2.74269", "22.7296"),
+		},
+	},
+	{
+		Provider: "gcp", Name: "g2-standard-4", GPU: "L4", GPUs: 1, VCPUs: 4, MemoryGiB: 16,
+		Source: gcpSkyPilotV8,
+		Prices: []Price{
+			gcpPrice("us-central1", "0.14679", "0.56004", "0.05874", "0.2231"),
+			gcpPrice("us-east1", "0.14679", "0.56004", "0.05874", "0.2231"),
+			gcpPrice("us-east4", "0.14631", "0.55821", "0.05851", "0.2233"),
+			gcpPrice("us-west1", "0.14679", "0.56004", "0.05874", "0.2231"),
+			gcpPrice("us-west4", "0.16533", "0.63077", "0.05125", "0.2103"),
+			gcpPrice("europe-west1", "0.16163", "0.61666", "0.05296", "0.2406"),
+			gcpPrice("europe-west2", "0.16714", "0.63765", "0.07741", "0.2847"),
+			gcpPrice("europe-west3", "0.173", "0.66085", "0.08393", "0.3201"),
+			gcpPrice("europe-west4", "0.15429", "0.58804", "0.0715", "0.2438"),
+			gcpPrice("asia-east1", "0.16997", "0.64847", "0.0449", "0.2311"),
+			gcpPrice("asia-northeast1", "0.18851", "0.7192", "0.09422", "0.3564"),
+			gcpPrice("asia-southeast1", "0.1811", "0.69092", "0.07535", "0.2478"),
+		},
+	},
+	{
+		Provider: "gcp", Name: "g2-standard-8", GPU: "L4", GPUs: 1, VCPUs: 8, MemoryGiB: 32,
+		Source: gcpSkyPilotV8,
+		Prices: []Price{
+			gcpPrice("us-central1", "0.29358", "0.56004", "0.11747", "0.2231"),
+			gcpPrice("us-east1", "0.29358", "0.56004", "0.11747", "0.2231"),
+			gcpPrice("us-east4", "0.29262", "0.55821", "0.11702", "0.2233"),
+			gcpPrice("us-west1", "0.29358", "0.56004", "0.11747", "0.2231"),
+			gcpPrice("us-west4", "0.33066", "0.63077", "0.1025", "0.2103"),
+			gcpPrice("europe-west1", "0.32327", "0.61666", "0.10592", "0.2406"),
+			gcpPrice("europe-west2", "0.33427", "0.63765", "0.15482", "0.2847"),
+			gcpPrice("europe-west3", "0.346", "0.66085", "0.16786", "0.3201"),
+			gcpPrice("europe-west4", "0.30857", "0.58804", "0.14299", "0.2438"),
+			gcpPrice("asia-east1", "0.33994", "0.64847", "0.08979", "0.2311"),
+			gcpPrice("asia-northeast1", "0.37702", "0.7192", "0.18845", "0.3564"),
+			gcpPrice("asia-southeast1", "0.36219", "0.69092", "0.1507", "0.2478"),
+		},
+	},
+	{
+		Provider: "gcp", Name: "g2-standard-48", GPU: "L4", GPUs: 4, VCPUs: 48, MemoryGiB: 192,
+		Source: gcpSkyPilotV8,
+		Prices: []Price{
+			gcpPrice("us-central1", "1.7615", "2.24016", "0.70483", "0.8924"),
+			gcpPrice("us-east1", "1.7615", "2.24016", "0.70483", "0.8924"),
+			gcpPrice("us-east4", "1.75574", "2.23283", "0.70214", "0.8932"),
+			gcpPrice("us-west1", "1.7615", "2.24016", "0.70483", "0.8924"),
+			gcpPrice("us-west4", "1.98398", "2.52309", "0.61498", "0.8412"),
+			gcpPrice("europe-west1", "1.93959", "2.46664", "0.63552", "0.9624"),
+			gcpPrice("europe-west2", "2.00562", "2.55062", "0.9289", "1.1388"),
+			gcpPrice("europe-west3", "2.076", "2.64339", "1.00714", "1.2804"),
+			gcpPrice("europe-west4", "1.85143", "2.35217", "0.85795", "0.9752"),
+			gcpPrice("asia-east1", "2.03965", "2.59388", "0.53875", "0.9244"),
+			gcpPrice("asia-northeast1", "2.26212", "2.87681", "1.13069", "1.4256"),
+			gcpPrice("asia-southeast1", "2.17317", "2.76369", "0.90422", "0.9912"),
+		},
+	},
+	{
+		Provider: "gcp", Name: "g2-standard-96", GPU: "L4", GPUs: 8, VCPUs: 96, MemoryGiB: 384,
+		Source: gcpSkyPilotV8,
+		Prices: []Price{
+			gcpPrice("us-central1", "3.52301", "4.48032", "1.40966", "1.7848"),
+			gcpPrice("us-east1", "3.52301", "4.48032", "1.40966", "1.7848"),
+			gcpPrice("us-east4", "3.51147", "4.46565", "1.40429", "1.7864"),
+			gcpPrice("us-west1", "3.52301", "4.48032", "1.40966", "1.7848"),
+			gcpPrice("europe-west1", "3.87918", "4.93328", "1.27104", "1.9248"),
+			gcpPrice("europe-west4", "3.70286", "4.70434", "1.7159", "1.9504"),
+			gcpPrice("asia-east1", "4.07929", "5.18776", "1.0775", "1.8488"),
+		},
+	},
+}

@@ -1,0 +1,161 @@
+package providers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spotwise/spotwise/internal/money"
+)
+
+// Provider is the seam between spotwise and one cloud (or the simulated one).
+// Implementations wrap their SDK behind it and nothing else: no scheduling,
+// no NATS. Every method is safe for concurrent use.
+type Provider interface {
+	// Name is the provider's short name as used in offers and job specs:
+	// "aws", "azure", "gcp", or "sim" for a simulated cloud that stands in
+	// for all three.
+	Name() string
+	// Offers returns every offer the provider can sell now, with prices and
+	// capacity signals.
+	Offers(ctx context.Context) ([]Offer, error)
+	// Launch starts req.Count instances of req.Offer. It is idempotent: a
+	// second call with the same IdempotencyKey returns the instances the
+	// first call started and buys nothing. A launch that cannot be served
+	// for lack of capacity returns an *InsufficientCapacityError.
+	Launch(ctx context.Context, req LaunchRequest) ([]Instance, error)
+	// Terminate stops an instance. Terminating an instance that is gone
+	// already is not an error.
+	Terminate(ctx context.Context, instanceID string) error
+	// Instances lists the instances this provider runs for spotwise,
+	// including ones that ended recently.
+	Instances(ctx context.Context) ([]Instance, error)
+	// Watch reports price, capacity and instance events to sink until ctx
+	// ends. It returns nil when ctx ends and an error when the feed breaks.
+	Watch(ctx context.Context, sink func(Event)) error
+}
+
+// LaunchRequest is one decision to buy capacity.
+type LaunchRequest struct {
+	// IdempotencyKey names the decision ("<job>-a<attempt>"); a retry with
+	// the same key never buys twice.
+	IdempotencyKey string
+	Offer          Offer
+	// Count is how many identical instances (one per node) to start.
+	Count int
+	// MaxPrice caps a spot instance's hourly price; zero means the
+	// on-demand price.
+	MaxPrice money.Micros
+	JobID    string
+	Attempt  int
+	// Tags are attached to every instance so that an instance can always be
+	// traced back to its job, even after a crash.
+	Tags     map[string]string
+	Workload Workload
+}
+
+// Workload says what the instance runs. The scheduler treats it as opaque;
+// the agent on the instance (or the simulated cloud) reads it.
+type Workload struct {
+	Image   string            `json:"image,omitempty"`
+	Command []string          `json:"command,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	// ReferenceGPU and ReferenceSeconds size the work: how long it takes on
+	// ReferenceGPU with the job's shape. Class is the throughput class
+	// (train-mixed, train-fp32, inference).
+	ReferenceGPU     string  `json:"reference_gpu"`
+	ReferenceSeconds float64 `json:"reference_seconds"`
+	Class            string  `json:"class"`
+	// ResumeFrom is the fraction of the work already done (0..1) by earlier
+	// attempts, restored from a checkpoint.
+	ResumeFrom float64 `json:"resume_from,omitempty"`
+}
+
+// InstanceState is where an instance is in its life.
+type InstanceState string
+
+// Instance states.
+const (
+	InstancePending    InstanceState = "pending"
+	InstanceRunning    InstanceState = "running"
+	InstanceTerminated InstanceState = "terminated"
+	InstanceFailed     InstanceState = "failed"
+)
+
+// Ended reports whether the instance is gone for good.
+func (s InstanceState) Ended() bool { return s == InstanceTerminated || s == InstanceFailed }
+
+// Instance is one machine started for a job.
+type Instance struct {
+	ID             string         `json:"id"`
+	Provider       string         `json:"provider"`
+	Region         string         `json:"region"`
+	Zone           string         `json:"zone"`
+	InstanceType   string         `json:"instance_type"`
+	Purchase       PurchaseOption `json:"purchase"`
+	Price          money.Micros   `json:"price_per_hour"`
+	State          InstanceState  `json:"state"`
+	JobID          string         `json:"job_id"`
+	Attempt        int            `json:"attempt"`
+	Node           int            `json:"node"`
+	IdempotencyKey string         `json:"idempotency_key"`
+	LaunchedAt     time.Time      `json:"launched_at"`
+	RunningAt      time.Time      `json:"running_at,omitzero"`
+	EndedAt        time.Time      `json:"ended_at,omitzero"`
+	// Reason says why an ended instance ended ("terminated by spotwise",
+	// "hardware failure", "spot capacity reclaimed").
+	Reason string `json:"reason,omitempty"`
+}
+
+// EventKind names what a provider event reports.
+type EventKind string
+
+// Provider event kinds. Interruption kinds are reported by clouds ahead of
+// taking capacity back; the preemption work builds on them.
+const (
+	EventOffers             EventKind = "offers"              // prices or capacity changed
+	EventInstanceRunning    EventKind = "instance-running"    // booted and billable
+	EventInstanceTerminated EventKind = "instance-terminated" // gone (by us or not)
+	EventInstanceFailed     EventKind = "instance-failed"     // did not start or broke
+	EventSpotInterruption   EventKind = "spot-interruption"   // capacity will be reclaimed at Deadline
+	EventRebalance          EventKind = "rebalance"           // elevated risk of interruption
+	EventMaintenance        EventKind = "maintenance"         // scheduled event at Deadline
+)
+
+// Event is one thing a provider reports.
+type Event struct {
+	Kind     EventKind `json:"kind"`
+	Provider string    `json:"provider"`
+	Region   string    `json:"region,omitempty"`
+	Time     time.Time `json:"time"`
+	// Offers carries the full current offer list of one region for
+	// EventOffers.
+	Offers []Offer `json:"offers,omitempty"`
+	// Instance is set for instance and interruption events.
+	Instance *Instance `json:"instance,omitempty"`
+	// Deadline is when an announced interruption or maintenance happens.
+	Deadline time.Time `json:"deadline,omitzero"`
+	Reason   string    `json:"reason,omitempty"`
+}
+
+// InsufficientCapacityError says an offer could not be served right now; the
+// scheduler marks it unavailable for a while and falls through to the next.
+type InsufficientCapacityError struct {
+	OfferID string
+	Reason  string
+}
+
+func (e *InsufficientCapacityError) Error() string {
+	return fmt.Sprintf("insufficient capacity for %s: %s", e.OfferID, e.Reason)
+}
+
+// IsInsufficientCapacity reports whether err, or an error it wraps, is an
+// *InsufficientCapacityError.
+func IsInsufficientCapacity(err error) bool {
+	var ice *InsufficientCapacityError
+	return errors.As(err, &ice)
+}
+
+// ErrUnknownOffer is returned by Launch for an offer the provider does not sell.
+var ErrUnknownOffer = errors.New("unknown offer")

@@ -1,0 +1,356 @@
+package sim
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/spotwise/spotwise/internal/clock"
+	"github.com/spotwise/spotwise/providers"
+	"github.com/spotwise/spotwise/providers/catalog"
+)
+
+// Options configure a simulated cloud.
+type Options struct {
+	Catalog *catalog.Catalog
+	// Clock is required: the server passes a scaled clock, tests a
+	// clock.Fake. All of the cloud's time (boot latency, price steps,
+	// retention) is this clock's time.
+	Clock clock.Clock
+	// Seed fixes prices, capacity and latencies: two clouds with the same
+	// seed and catalog sell the same offers at the same prices.
+	Seed int64
+	// Name is what Name() reports; default "sim". Offers and instances
+	// carry the catalog provider ("aws", "azure", "gcp") instead, so job
+	// specs' provider rules work against the simulated cloud.
+	Name string
+	// Providers and Regions restrict which catalog providers and regions
+	// are mirrored; empty means all. Unknown names are an error.
+	Providers []string
+	Regions   []string
+	// Store keeps instances across restarts; nil keeps them in memory only.
+	Store Store
+	// Runner runs the workload on running instances; nil runs nothing.
+	Runner Runner
+	// PriceInterval is the clock time between spot price moves; default 10m.
+	PriceInterval time.Duration
+	Log           *zap.Logger
+}
+
+// Store is a key-value bucket (the server passes a NATS KV bucket). Keys
+// the cloud writes are "inst.<instance-id>".
+type Store interface {
+	Get(ctx context.Context, key string) ([]byte, uint64, error)
+	Put(ctx context.Context, key string, value []byte) (uint64, error)
+	Delete(ctx context.Context, key string) error
+	Keys(ctx context.Context) ([]string, error)
+}
+
+// Runner starts the workload on a running instance (the in-process agent).
+// Start is called once per instance when it reaches running, and again for
+// running instances restored after a restart; it must not block for long.
+// The returned stop func (nil if there is nothing to stop) is called when
+// the instance ends or the cloud closes.
+type Runner interface {
+	Start(inst providers.Instance, w providers.Workload) (stop func())
+}
+
+// Errors of the simulated cloud.
+var (
+	// ErrUnknownInstance is returned for an instance ID the cloud never
+	// started (or forgot, KeyRetention after it ended).
+	ErrUnknownInstance = errors.New("unknown instance")
+	// ErrClosed is returned by every method after Close, and by Watch
+	// when the cloud closes under it.
+	ErrClosed = errors.New("sim: cloud closed")
+)
+
+// Retention of ended instances, in clock time.
+const (
+	// Retention is how long an ended instance is still listed by
+	// Instances(); after that its record is slimmed (the workload dropped)
+	// and kept only to answer retried launches.
+	Retention = 7 * 24 * time.Hour
+	// KeyRetention is how long after an instance ended a launch retried
+	// with its idempotency key still returns it rather than buying again;
+	// after it the record is deleted. Real clouds also honour client
+	// tokens for a bounded time.
+	KeyRetention = 30 * 24 * time.Hour
+
+	defaultName          = "sim"
+	defaultPriceInterval = 10 * time.Minute
+	pruneEvery           = time.Hour
+	storeTimeout         = 10 * time.Second
+)
+
+// Cloud is a simulated cloud. It implements providers.Provider; its methods
+// are safe for concurrent use.
+type Cloud struct {
+	name     string
+	seed     int64
+	clk      clock.Clock
+	store    Store
+	runner   Runner
+	interval time.Duration
+	log      *zap.Logger
+
+	// The offer set is fixed at New; offers' mutable fields are under mu.
+	offerList []*offer
+	offers    map[string]*offer
+	regions   []regionKey // sorted
+	byRegion  map[regionKey][]*offer
+
+	ctx    context.Context // ends at Close; parent of Store calls
+	cancel context.CancelFunc
+	done   chan struct{} // closed by Close
+
+	mu        sync.Mutex
+	closed    bool
+	insts     map[string]*instance
+	byKey     map[string][]string // idempotency key -> instance IDs by node
+	watchers  map[*watcher]struct{}
+	step      int64                // the current price step
+	dirty     map[regionKey]bool   // regions whose offers changed in this call
+	unsaved   map[string]*instance // records whose last Store write failed
+	fx        effects              // side effects to run once mu is released
+	timer     clock.Timer
+	timerGen  uint64
+	wakeAt    time.Time
+	nextPrune time.Time
+}
+
+// effects are calls the cloud makes outside its lock: runners to start and
+// stop.
+type effects struct {
+	starts []*instance
+	stops  []func()
+}
+
+// New builds the cloud's offers from the catalog, loads the instances kept
+// in Store and resumes them: pending ones boot when their latency is over
+// (at once if it is past), running ones get their Runner started again.
+// ctx bounds the loading only.
+func New(ctx context.Context, o Options) (*Cloud, error) {
+	switch {
+	case o.Catalog == nil:
+		return nil, errors.New("sim: a catalog is required")
+	case o.Clock == nil:
+		return nil, errors.New("sim: a clock is required")
+	case o.PriceInterval < 0:
+		return nil, fmt.Errorf("sim: negative price interval %s", o.PriceInterval)
+	}
+	offers, err := buildOffers(o.Catalog, o.Seed, o.Providers, o.Regions)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cloud{
+		name: cmp.Or(o.Name, defaultName), seed: o.Seed, clk: o.Clock,
+		store: o.Store, runner: o.Runner,
+		interval:  o.PriceInterval,
+		log:       o.Log,
+		offerList: offers, offers: make(map[string]*offer, len(offers)),
+		byRegion: map[regionKey][]*offer{},
+		done:     make(chan struct{}),
+		insts:    map[string]*instance{}, byKey: map[string][]string{},
+		watchers: map[*watcher]struct{}{}, dirty: map[regionKey]bool{}, unsaved: map[string]*instance{},
+	}
+	if c.interval == 0 {
+		c.interval = defaultPriceInterval
+	}
+	if c.log == nil {
+		c.log = zap.NewNop()
+	}
+	c.log = c.log.With(zap.String("provider", c.name))
+	for _, of := range offers {
+		c.offers[of.static.ID()] = of
+		if _, seen := c.byRegion[of.region]; !seen {
+			c.regions = append(c.regions, of.region)
+		}
+		c.byRegion[of.region] = append(c.byRegion[of.region], of)
+	}
+	slices.SortFunc(c.regions, regionKey.compare)
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if c.store != nil {
+		if err := c.load(ctx); err != nil {
+			c.cancel()
+			return nil, err
+		}
+	}
+	now := c.clk.Now()
+	c.mu.Lock()
+	c.step = stepAt(now, c.interval)
+	c.nextPrune = now
+	c.mu.Unlock()
+	// Bring restored instances up to date and arm the timer.
+	err = c.do(ctx, func(time.Time) error {
+		c.log.Info("simulated cloud up", zap.Int("offers", len(offers)), zap.Int("regions", len(c.regions)),
+			zap.Int("instances", len(c.insts)), zap.Int64("seed", c.seed))
+		return nil
+	})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Name is the name the cloud was given ("sim" by default).
+func (c *Cloud) Name() string { return c.name }
+
+// Close stops the cloud's timer, stops every runner it started and ends
+// every Watch. Instances stay as they are in the Store, for the next New.
+func (c *Cloud) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	var stops []func()
+	for _, in := range c.insts {
+		if in.stop != nil {
+			stops = append(stops, in.stop)
+			in.stop = nil
+		}
+	}
+	stops = append(stops, c.fx.stops...)
+	c.fx = effects{}
+	c.mu.Unlock()
+	close(c.done)
+	c.cancel()
+	for _, stop := range stops {
+		stop()
+	}
+}
+
+// do runs fn with the cloud locked and brought up to the clock's time, then
+// announces the offers that changed, re-arms the timer and, once unlocked,
+// starts and stops runners.
+func (c *Cloud) do(ctx context.Context, fn func(now time.Time) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	now := c.clk.Now()
+	c.advanceLocked(now)
+	err := fn(now)
+	c.flushLocked(now)
+	fx := c.fx
+	c.fx = effects{}
+	c.mu.Unlock()
+	c.runEffects(fx)
+	return err
+}
+
+// advanceLocked brings the cloud to now: instances whose boot is over
+// become running (in the order they were due), the price step moves on,
+// old ended instances are pruned.
+func (c *Cloud) advanceLocked(now time.Time) {
+	var due []*instance
+	for _, in := range c.insts {
+		if in.rec.Instance.State == providers.InstancePending && !in.rec.DueAt.After(now) {
+			due = append(due, in)
+		}
+	}
+	sortByDue(due)
+	for _, in := range due {
+		c.becomeRunningLocked(in)
+	}
+	if s := stepAt(now, c.interval); s != c.step {
+		c.step = s
+		for _, rk := range c.regions {
+			c.dirty[rk] = true
+		}
+	}
+	if !now.Before(c.nextPrune) {
+		c.pruneLocked(now)
+		c.nextPrune = now.Add(pruneEvery)
+	}
+	c.retryUnsavedLocked()
+}
+
+// flushLocked announces the regions whose offers changed and arms the timer
+// for the next thing due: a boot finishing or the next price step.
+func (c *Cloud) flushLocked(now time.Time) {
+	for _, rk := range c.regions {
+		if c.dirty[rk] && len(c.watchers) > 0 {
+			c.emitLocked(providers.Event{
+				Kind: providers.EventOffers, Provider: rk.provider, Region: rk.region, Time: now,
+				Offers: c.regionOffersLocked(rk, now),
+			})
+		}
+	}
+	clear(c.dirty)
+	next := stepStart(c.step+1, c.interval)
+	for _, in := range c.insts {
+		if in.rec.Instance.State == providers.InstancePending && in.rec.DueAt.Before(next) {
+			next = in.rec.DueAt
+		}
+	}
+	if c.timer != nil {
+		if c.wakeAt.Equal(next) {
+			return
+		}
+		c.timer.Stop()
+	}
+	c.timerGen++
+	gen := c.timerGen
+	c.wakeAt = next
+	c.timer = c.clk.AfterFunc(max(next.Sub(now), 0), func() { c.wake(gen) })
+}
+
+// wake is the timer's callback. A timer that fired early (a scaled clock
+// rounds) simply finds nothing due and is armed again.
+func (c *Cloud) wake(gen uint64) {
+	_ = c.do(c.ctx, func(time.Time) error {
+		if gen == c.timerGen {
+			c.timer = nil // fired: flushLocked arms a new one
+		}
+		return nil
+	})
+}
+
+// runEffects starts and stops runners; called without the lock.
+func (c *Cloud) runEffects(fx effects) {
+	for _, stop := range fx.stops {
+		stop()
+	}
+	if c.runner == nil {
+		return
+	}
+	for _, in := range fx.starts {
+		c.mu.Lock()
+		if c.closed || in.rec.Instance.State != providers.InstanceRunning {
+			c.mu.Unlock()
+			continue
+		}
+		inst, w := in.rec.Instance, cloneWorkload(in.rec.Workload)
+		c.mu.Unlock()
+		stop := c.runner.Start(inst, w)
+		c.mu.Lock()
+		if c.closed || in.rec.Instance.State.Ended() {
+			// It ended (or the cloud closed) while the runner started.
+			c.mu.Unlock()
+			if stop != nil {
+				stop()
+			}
+			continue
+		}
+		in.stop = stop
+		c.mu.Unlock()
+	}
+}

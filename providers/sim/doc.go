@@ -1,0 +1,30 @@
+// Package sim is the simulated cloud: a providers.Provider that sells the
+// bundled catalog's instance types in every priced region and zone, with
+// spot prices that move, capacity that runs out and instances that take a
+// while to boot. It is what demos and what-if runs buy from, so it behaves
+// like a believable cloud and, for a given seed, always the same one.
+//
+// It owns:
+//   - the offers (offers.go): one per instance type, priced region, zone and
+//     purchase option, with seeded capacity and launch latency;
+//   - the spot price walk (prices.go), a pure function of seed, offer and
+//     price step, so two clouds with the same seed agree at the same clock
+//     time however their goroutines are scheduled, and a restart resumes the
+//     same prices;
+//   - instance life (launch.go): pending, running after the offer's launch
+//     latency, terminated or failed, with idempotent launches;
+//   - persistence of instances in a key-value Store (store.go), so a
+//     restarted server sees the instances it had;
+//   - the event feed (watch.go): offers per region, price and capacity
+//     changes, instance transitions.
+//
+// The cloud's state is a function of its clock: every call first brings the
+// cloud up to the clock's current time (promoting instances whose boot is
+// over, moving to the current price step), and one timer wakes it for the
+// next thing due. So a clock.Fake drives it exactly in tests and a scaled
+// clock fast-forwards it in demos.
+//
+// It must not schedule or decide anything, and it does not talk to NATS
+// directly: the Store and the Runner (the in-process agent that "runs" the
+// workload) are handed in by the server.
+package sim

@@ -1,0 +1,255 @@
+package sim
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/providers"
+)
+
+// Reasons recorded on ended instances.
+const (
+	ReasonTerminated = "terminated by spotwise"
+	// ReasonFailed is FailInstance's reason when the caller gives none.
+	ReasonFailed = "hardware failure"
+)
+
+// instance is one simulated machine: its persisted record and, while it
+// runs, its runner's stop func.
+type instance struct {
+	rec  record
+	stop func()
+}
+
+// instanceID derives an instance's ID from the cloud, the launch's
+// idempotency key and the node, so a retried launch (even after a restart)
+// names the same instances. The shape follows EC2's "i-" + 17 hex digits.
+func instanceID(cloud, key string, node int) string {
+	sum := sha256.Sum256([]byte(cloud + "\x00" + key + "\x00" + strconv.Itoa(node)))
+	return "i-" + hex.EncodeToString(sum[:])[:17]
+}
+
+// Launch starts req.Count instances of req.Offer, pending until the offer's
+// launch latency has passed. A launch retried with the same idempotency key
+// returns the instances of the first one, whatever became of them, and buys
+// nothing. It refuses with a *providers.InsufficientCapacityError when the
+// offer has fewer than req.Count instances available, or when it is spot and
+// its price is above req.MaxPrice (the on-demand price if zero).
+func (c *Cloud) Launch(ctx context.Context, req providers.LaunchRequest) ([]providers.Instance, error) {
+	offerID := req.Offer.ID()
+	switch {
+	case req.IdempotencyKey == "":
+		return nil, fmt.Errorf("launching %s: an idempotency key is required", offerID)
+	case req.Count <= 0:
+		return nil, fmt.Errorf("launching %s: count %d is not positive", offerID, req.Count)
+	}
+	var out []providers.Instance
+	err := c.do(ctx, func(now time.Time) error {
+		if ids, ok := c.byKey[req.IdempotencyKey]; ok {
+			out = c.listLocked(ids)
+			c.log.Info("launch retried, returning its instances",
+				zap.String("offer", offerID), zap.String("job", req.JobID), zap.String("key", req.IdempotencyKey))
+			return nil
+		}
+		o, ok := c.offers[offerID]
+		if !ok {
+			return fmt.Errorf("launching %s: %w", offerID, providers.ErrUnknownOffer)
+		}
+		price := o.price(c.step)
+		if o.static.Purchase == providers.Spot {
+			if limit := cmp.Or(req.MaxPrice, o.static.OnDemandPrice); price > limit {
+				return &providers.InsufficientCapacityError{OfferID: offerID,
+					Reason: fmt.Sprintf("spot price %s is above max price %s", price, limit)}
+			}
+		}
+		if avail := o.available(); avail < req.Count {
+			return &providers.InsufficientCapacityError{OfferID: offerID,
+				Reason: fmt.Sprintf("%d available, %d requested", avail, req.Count)}
+		}
+		ins := make([]*instance, req.Count)
+		for n := range ins {
+			ins[n] = &instance{rec: c.newRecord(req, o, price, n, now)}
+		}
+		// Persist before anything is visible: a launch the caller saw
+		// succeed must survive a restart, or its retry would buy twice.
+		for i, in := range ins {
+			if err := c.putLocked(in); err != nil {
+				for _, done := range ins[:i] {
+					_ = c.deleteLocked(done.rec.Instance.ID)
+				}
+				return fmt.Errorf("launching %s: %w", offerID, err)
+			}
+		}
+		for _, in := range ins {
+			c.insts[in.rec.Instance.ID] = in
+			c.byKey[req.IdempotencyKey] = append(c.byKey[req.IdempotencyKey], in.rec.Instance.ID)
+			out = append(out, in.rec.Instance)
+		}
+		o.live += req.Count
+		c.dirty[o.region] = true
+		c.log.Info("instances launched", zap.String("offer", offerID), zap.String("job", req.JobID),
+			zap.Int("attempt", req.Attempt), zap.Int("count", req.Count), zap.Stringer("price", price),
+			zap.String("instance", out[0].ID), zap.Duration("latency", o.static.LaunchLatency))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *Cloud) newRecord(req providers.LaunchRequest, o *offer, price money.Micros, node int, now time.Time) record {
+	return record{
+		Version: recordVersion,
+		Cloud:   c.name,
+		Offer:   o.static.ID(),
+		Instance: providers.Instance{
+			ID:             instanceID(c.name, req.IdempotencyKey, node),
+			Provider:       o.static.Provider,
+			Region:         o.static.Region,
+			Zone:           o.static.Zone,
+			InstanceType:   o.static.InstanceType,
+			Purchase:       o.static.Purchase,
+			Price:          price,
+			State:          providers.InstancePending,
+			JobID:          req.JobID,
+			Attempt:        req.Attempt,
+			Node:           node,
+			IdempotencyKey: req.IdempotencyKey,
+			LaunchedAt:     now,
+		},
+		Workload: cloneWorkload(req.Workload),
+		Tags:     maps.Clone(req.Tags),
+		DueAt:    now.Add(o.static.LaunchLatency),
+	}
+}
+
+// Terminate ends an instance, pending or running: its runner stops, its
+// capacity returns to the offer and an EventInstanceTerminated follows.
+// Terminating an instance that has ended already is not an error; an ID the
+// cloud does not know is ErrUnknownInstance.
+func (c *Cloud) Terminate(ctx context.Context, instanceID string) error {
+	return c.do(ctx, func(now time.Time) error {
+		in, ok := c.insts[instanceID]
+		if !ok {
+			return fmt.Errorf("terminating %s: %w", instanceID, ErrUnknownInstance)
+		}
+		if in.rec.Instance.State.Ended() {
+			return nil
+		}
+		c.endLocked(in, now, providers.InstanceTerminated, ReasonTerminated, providers.EventInstanceTerminated)
+		return nil
+	})
+}
+
+// FailInstance makes an instance die unexpectedly (a demo and test
+// control): it ends in state failed with the reason given (ReasonFailed if
+// empty). A running instance is reported as EventInstanceTerminated with
+// that reason, because to the scheduler it is a machine that went away
+// under a job, like a reclaimed spot instance; a pending one is reported as
+// EventInstanceFailed, because it never started. An instance that has ended
+// already is left alone.
+func (c *Cloud) FailInstance(id, reason string) error {
+	reason = cmp.Or(reason, ReasonFailed)
+	return c.do(context.Background(), func(now time.Time) error {
+		in, ok := c.insts[id]
+		if !ok {
+			return fmt.Errorf("failing %s: %w", id, ErrUnknownInstance)
+		}
+		switch in.rec.Instance.State {
+		case providers.InstanceRunning:
+			c.endLocked(in, now, providers.InstanceFailed, reason, providers.EventInstanceTerminated)
+		case providers.InstancePending:
+			c.endLocked(in, now, providers.InstanceFailed, reason, providers.EventInstanceFailed)
+		}
+		return nil
+	})
+}
+
+// Instances lists every instance the cloud started, ended ones included
+// for Retention after they ended, oldest launch first.
+func (c *Cloud) Instances(ctx context.Context) ([]providers.Instance, error) {
+	var out []providers.Instance
+	err := c.do(ctx, func(time.Time) error {
+		for _, in := range c.insts {
+			if !in.rec.Pruned {
+				out = append(out, in.rec.Instance)
+			}
+		}
+		return nil
+	})
+	slices.SortFunc(out, compareInstances)
+	return out, err
+}
+
+// listLocked returns the instances with the given IDs that are still known.
+func (c *Cloud) listLocked(ids []string) []providers.Instance {
+	out := make([]providers.Instance, 0, len(ids))
+	for _, id := range ids {
+		if in, ok := c.insts[id]; ok {
+			out = append(out, in.rec.Instance)
+		}
+	}
+	return out
+}
+
+// becomeRunningLocked finishes an instance's boot: it is billable from the
+// moment its latency was over, even if the cloud notices later.
+func (c *Cloud) becomeRunningLocked(in *instance) {
+	i := &in.rec.Instance
+	i.State = providers.InstanceRunning
+	i.RunningAt = in.rec.DueAt
+	c.persistLocked(in)
+	c.emitInstanceLocked(providers.EventInstanceRunning, in, i.RunningAt)
+	c.fx.starts = append(c.fx.starts, in)
+	c.log.Info("instance running", zap.String("instance", i.ID), zap.String("offer", in.rec.Offer),
+		zap.String("job", i.JobID))
+}
+
+// endLocked ends a live instance: state, capacity, runner, record, event.
+func (c *Cloud) endLocked(in *instance, now time.Time, state providers.InstanceState, reason string, kind providers.EventKind) {
+	i := &in.rec.Instance
+	i.State, i.EndedAt, i.Reason = state, now, reason
+	if o, ok := c.offers[in.rec.Offer]; ok {
+		o.live--
+		c.dirty[o.region] = true
+	}
+	if in.stop != nil {
+		c.fx.stops = append(c.fx.stops, in.stop)
+		in.stop = nil
+	}
+	c.persistLocked(in)
+	c.emitInstanceLocked(kind, in, now)
+	c.log.Info("instance ended", zap.String("instance", i.ID), zap.String("offer", in.rec.Offer),
+		zap.String("job", i.JobID), zap.String("state", string(state)), zap.String("reason", reason))
+}
+
+func compareInstances(a, b providers.Instance) int {
+	return cmp.Or(a.LaunchedAt.Compare(b.LaunchedAt), cmp.Compare(a.IdempotencyKey, b.IdempotencyKey),
+		cmp.Compare(a.Node, b.Node), cmp.Compare(a.ID, b.ID))
+}
+
+// sortByDue orders instances by when their boot is over.
+func sortByDue(ins []*instance) {
+	slices.SortFunc(ins, func(a, b *instance) int {
+		return cmp.Or(a.rec.DueAt.Compare(b.rec.DueAt), compareInstances(a.rec.Instance, b.rec.Instance))
+	})
+}
+
+// cloneWorkload copies a workload so that neither the caller nor a runner
+// can change the cloud's record through shared slices or maps.
+func cloneWorkload(w providers.Workload) providers.Workload {
+	w.Command = slices.Clone(w.Command)
+	w.Env = maps.Clone(w.Env)
+	return w
+}

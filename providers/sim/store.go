@@ -1,0 +1,176 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/spotwise/spotwise/providers"
+)
+
+// keyPrefix starts the Store key of every instance record: "inst.<id>".
+// Instance IDs are "i-" and hex digits, valid in NATS KV keys.
+const keyPrefix = "inst."
+
+const recordVersion = 1
+
+// record is what the Store keeps of an instance: enough to list it, to
+// answer a retried launch and to resume it after a restart.
+type record struct {
+	Version  int                `json:"version"`
+	Cloud    string             `json:"cloud"` // Options.Name of the cloud that owns it
+	Offer    string             `json:"offer"`
+	Instance providers.Instance `json:"instance"`
+	Workload providers.Workload `json:"workload,omitzero"`
+	Tags     map[string]string  `json:"tags,omitempty"`
+	// DueAt is when a pending instance becomes running; it is stored
+	// rather than recomputed so a restart with another seed or catalog
+	// keeps the promise.
+	DueAt time.Time `json:"due_at"`
+	// Pruned records ended more than Retention ago: no longer listed,
+	// kept without their workload to answer retried launches.
+	Pruned bool `json:"pruned,omitempty"`
+}
+
+func storeKey(id string) string { return keyPrefix + id }
+
+// storeCtx bounds one Store call; Close cancels it.
+func (c *Cloud) storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.ctx, storeTimeout)
+}
+
+// putLocked writes an instance's record.
+func (c *Cloud) putLocked(in *instance) error {
+	if c.store == nil {
+		return nil
+	}
+	b, err := json.Marshal(in.rec)
+	if err != nil {
+		return fmt.Errorf("encoding instance %s: %w", in.rec.Instance.ID, err)
+	}
+	ctx, cancel := c.storeCtx()
+	defer cancel()
+	if _, err := c.store.Put(ctx, storeKey(in.rec.Instance.ID), b); err != nil {
+		return fmt.Errorf("storing instance %s: %w", in.rec.Instance.ID, err)
+	}
+	return nil
+}
+
+// persistLocked writes an instance's record after a change that has
+// happened in the simulated world regardless: a failed write is logged and
+// retried on the cloud's next call, the in-memory state stays the truth.
+func (c *Cloud) persistLocked(in *instance) {
+	if err := c.putLocked(in); err != nil {
+		c.unsaved[in.rec.Instance.ID] = in
+		c.log.Warn("instance record not stored, will retry", zap.String("instance", in.rec.Instance.ID), zap.Error(err))
+		return
+	}
+	delete(c.unsaved, in.rec.Instance.ID)
+}
+
+// retryUnsavedLocked writes the records whose last write failed.
+func (c *Cloud) retryUnsavedLocked() {
+	for id, in := range c.unsaved {
+		if c.insts[id] != in {
+			delete(c.unsaved, id) // forgotten since
+			continue
+		}
+		c.persistLocked(in)
+	}
+}
+
+func (c *Cloud) deleteLocked(id string) error {
+	if c.store == nil {
+		return nil
+	}
+	ctx, cancel := c.storeCtx()
+	defer cancel()
+	if err := c.store.Delete(ctx, storeKey(id)); err != nil {
+		return fmt.Errorf("deleting instance %s: %w", id, err)
+	}
+	return nil
+}
+
+// pruneLocked slims the records of instances that ended more than
+// Retention ago and forgets those that ended more than KeyRetention ago.
+func (c *Cloud) pruneLocked(now time.Time) {
+	for id, in := range c.insts {
+		i := in.rec.Instance
+		if !i.State.Ended() {
+			continue
+		}
+		switch age := now.Sub(i.EndedAt); {
+		case age >= KeyRetention:
+			if err := c.deleteLocked(id); err != nil {
+				c.log.Warn("old instance record not deleted, will retry", zap.String("instance", id), zap.Error(err))
+				continue
+			}
+			delete(c.insts, id)
+			delete(c.unsaved, id)
+			ids := slices.DeleteFunc(c.byKey[i.IdempotencyKey], func(x string) bool { return x == id })
+			if len(ids) == 0 {
+				delete(c.byKey, i.IdempotencyKey)
+			} else {
+				c.byKey[i.IdempotencyKey] = ids
+			}
+		case age >= Retention && !in.rec.Pruned:
+			in.rec.Pruned = true
+			in.rec.Workload = providers.Workload{}
+			in.rec.Tags = nil
+			c.persistLocked(in)
+		}
+	}
+}
+
+// load reads the instance records of this cloud from the Store and rebuilds
+// the capacity accounting from the live ones. Running instances are queued
+// for their Runner to start again; pending ones boot when due.
+func (c *Cloud) load(ctx context.Context) error {
+	keys, err := c.store.Keys(ctx)
+	if err != nil {
+		return fmt.Errorf("sim: listing stored instances: %w", err)
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys) // a KV key listing may repeat keys
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, key := range keys {
+		if !strings.HasPrefix(key, keyPrefix) {
+			continue
+		}
+		b, _, err := c.store.Get(ctx, key)
+		if err != nil {
+			return fmt.Errorf("sim: reading %s: %w", key, err)
+		}
+		var rec record
+		if err := json.Unmarshal(b, &rec); err != nil || storeKey(rec.Instance.ID) != key {
+			c.log.Warn("unreadable instance record skipped", zap.String("key", key), zap.Error(err))
+			continue
+		}
+		if rec.Cloud != c.name {
+			continue // another simulated cloud shares the bucket
+		}
+		in := &instance{rec: rec}
+		c.insts[rec.Instance.ID] = in
+		c.byKey[rec.Instance.IdempotencyKey] = append(c.byKey[rec.Instance.IdempotencyKey], rec.Instance.ID)
+		if rec.Instance.State.Ended() {
+			continue
+		}
+		if o, ok := c.offers[rec.Offer]; ok {
+			o.live++
+		}
+		if rec.Instance.State == providers.InstanceRunning {
+			c.fx.starts = append(c.fx.starts, in)
+		}
+	}
+	for key, ids := range c.byKey {
+		slices.SortFunc(ids, func(a, b string) int { return c.insts[a].rec.Instance.Node - c.insts[b].rec.Instance.Node })
+		c.byKey[key] = ids
+	}
+	return nil
+}

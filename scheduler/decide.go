@@ -1,0 +1,149 @@
+package scheduler
+
+import (
+	"math"
+	"time"
+
+	"github.com/spotwise/spotwise/bidding"
+	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/providers"
+)
+
+// Snapshot is everything one scheduling cycle decides over. Decide does not
+// modify it.
+type Snapshot struct {
+	Now time.Time
+	// Jobs are the queued jobs to place, in queue order.
+	Jobs []*QueuedJob
+	// Offers is the current offer book.
+	Offers []providers.Offer
+	// Unavailable marks offers whose launches failed for lack of capacity,
+	// until the given time.
+	Unavailable map[string]time.Time
+	Throughput  bidding.ThroughputTable
+	// Geography maps a provider region to its geography ("eu", "us").
+	Geography func(provider, region string) string
+}
+
+// Placement is one decision: put a job on an offer.
+type Placement struct {
+	JobID    string
+	Offer    providers.Offer
+	Nodes    int
+	Estimate bidding.Estimate
+	// MaxPrice is the spot max price to launch with.
+	MaxPrice money.Micros
+}
+
+// Pending is a job the cycle could not place, with the reasons.
+type Pending struct {
+	JobID   string
+	Reasons []job.PendingReason
+}
+
+// Plan is a cycle's outcome. Carrying it out is the executor's business.
+type Plan struct {
+	Placements []Placement
+	Pending    []Pending
+}
+
+// Decide runs one scheduling cycle: for each queued job in queue order it
+// filters the offers (cheap checks first), scores the survivors by expected
+// cost to finish, drops those that cannot meet the deadline, and selects
+// the cheapest; capacity taken by one job is not offered to the next. Jobs
+// left unplaced get the reasons every offer was rejected for.
+func Decide(s Snapshot) Plan {
+	co := compileOffers(s.Offers, s.Now, s.Unavailable, s.Geography)
+	rules := &ruleCache{}
+	var plan Plan
+	for _, q := range s.Jobs {
+		cj := co.compileJob(q, s.Throughput, rules)
+		best, est := co.cheapest(cj, s.Now)
+		if best == nil {
+			plan.Pending = append(plan.Pending, Pending{JobID: q.ID, Reasons: co.explain(cj, s.Now)})
+			continue
+		}
+		if best.available > 0 {
+			best.available -= cj.nodes
+		}
+		p := Placement{JobID: q.ID, Offer: *best.offer, Nodes: cj.nodes, Estimate: est}
+		if best.offer.Purchase == providers.Spot {
+			p.MaxPrice = bidding.SpotMaxPrice(cj.maxPrice, *best.offer)
+		}
+		plan.Placements = append(plan.Placements, p)
+	}
+	return plan
+}
+
+// feasible runs the filter stages on one offer and returns the first reason
+// it fails, or reasonNone.
+func (cj *compiledJob) feasible(o *compiledOffer, regions []bool) reason {
+	off := o.offer
+	switch {
+	case !cj.gpus[o.gpu]:
+		return reasonGPUType
+	case off.GPUMemoryGB < cj.minMem:
+		return reasonGPUMemory
+	case off.GPUs < cj.perNode:
+		return reasonGPUCount
+	case off.VCPUs < cj.minVCPUs:
+		return reasonVCPUs
+	case off.MemoryGiB < cj.minRAM:
+		return reasonMemory
+	case !regions[o.region]:
+		return reasonRegion
+	case cj.purchases&o.purchase == 0:
+		return reasonPurchase
+	case cj.maxPrice > 0 && o.price > cj.maxPrice:
+		return reasonMaxPrice
+	case o.blocked:
+		return reasonUnavailable
+	case o.available >= 0 && o.available < cj.nodes:
+		return reasonCapacity
+	}
+	return reasonNone
+}
+
+// cheapest finds the offer with the lowest expected cost to finish that
+// passes every filter and meets the deadline. Offers are visited cheapest
+// first within each GPU type and the search stops as soon as no remaining
+// offer can beat the best found, so placing a job rarely looks at more than
+// a few offers.
+func (co *compiledOffers) cheapest(cj *compiledJob, now time.Time) (*compiledOffer, bidding.Estimate) {
+	var best *compiledOffer
+	var bestEst bidding.Estimate
+	bestCost := money.Micros(math.MaxInt64)
+	for gi := range co.groups {
+		if !cj.gpus[gi] {
+			continue
+		}
+		g := &co.groups[gi]
+		runtime := cj.runtime[gi]
+		for _, o := range g.offers {
+			// Every later offer in the group costs at least this much.
+			if bound := o.price.MulInt(cj.nodes).ForDuration(runtime + g.minStartup); bound > bestCost {
+				break
+			}
+			if cj.feasible(o, cj.regions) != reasonNone {
+				continue
+			}
+			est := bidding.CostToFinish(now, o.price, cj.nodes, o.startup, runtime)
+			if !bidding.MeetsDeadline(est, cj.deadline) {
+				continue
+			}
+			if est.Cost < bestCost || (est.Cost == bestCost && best != nil && better(o, best, est, bestEst)) {
+				best, bestEst, bestCost = o, est, est.Cost
+			}
+		}
+	}
+	return best, bestEst
+}
+
+// better breaks a tie in cost: the earlier finish, then the lower offer ID.
+func better(o, cur *compiledOffer, est, curEst bidding.Estimate) bool {
+	if !est.Finish.Equal(curEst.Finish) {
+		return est.Finish.Before(curEst.Finish)
+	}
+	return o.offer.ID() < cur.offer.ID()
+}

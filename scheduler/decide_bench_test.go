@@ -1,0 +1,82 @@
+package scheduler
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/providers"
+)
+
+// benchBook builds n offers over five GPU types, 20 regions, three zones
+// and both purchase options, with prices spread as real books are.
+func benchBook(n int, rng *rand.Rand) []providers.Offer {
+	gpus := []struct {
+		name  string
+		price int64 // micro-dollars per GPU-hour on demand
+	}{{"T4", 526_000}, {"V100", 3_060_000}, {"A100-40GB", 4_100_000}, {"A100-80GB", 5_120_000}, {"H100", 12_290_000}}
+	offers := make([]providers.Offer, 0, n)
+	for i := range n {
+		g := gpus[i%len(gpus)]
+		count := []int{1, 4, 8}[(i/len(gpus))%3]
+		region := fmt.Sprintf("region-%02d", (i/15)%20)
+		if (i/15)%20 < 5 {
+			region = fmt.Sprintf("eu-%02d", (i/15)%20)
+		}
+		od := money.Micros(g.price * int64(count))
+		od = od.Scale(int64(90+rng.IntN(30)), 100)
+		o := offer("aws", region, fmt.Sprintf("%s-x%d-%d", g.name, count, i), g.name, count, "1").get()
+		o.Zone = fmt.Sprintf("%s%c", region, 'a'+rune(i%3))
+		o.Price, o.OnDemandPrice = od, od
+		if i%2 == 0 {
+			o.Purchase = providers.Spot
+			o.Price = od.Scale(int64(25+rng.IntN(40)), 100)
+		}
+		o.Available = 5 + rng.IntN(20)
+		offers = append(offers, o)
+	}
+	return offers
+}
+
+func benchJobs(n int, rng *rand.Rand) []*QueuedJob {
+	accels := [][]string{nil, {"A100"}, {"V100", "A100"}, {"H100"}, {"T4"}, {"A100", "H100"}}
+	jobs := make([]*QueuedJob, n)
+	for i := range jobs {
+		b := queued(fmt.Sprintf("j-%06d", i), fmt.Sprintf("%dh on V100", 1+rng.IntN(48))).
+			gpus([]int{1, 4, 8}[rng.IntN(3)]).accel(accels[rng.IntN(len(accels))]...).prio(rng.IntN(1000))
+		switch i % 10 {
+		case 0:
+			b.geos("eu")
+		case 1:
+			b.deadline(72 * time.Hour)
+		case 2:
+			b.purchase(job.PurchaseSpot)
+		case 3:
+			b.maxPrice("40.00")
+		}
+		b.q.SubmittedAt = t0.Add(time.Duration(i) * time.Millisecond)
+		jobs[i] = b.get()
+	}
+	return jobs
+}
+
+// BenchmarkCycle10kJobs2kOffers is the target: one scheduling cycle
+// placing 10,000 queued jobs over 2,000 offers in under a second on one
+// core.
+func BenchmarkCycle10kJobs2kOffers(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	offers := benchBook(2000, rng)
+	jobs := benchJobs(10_000, rng)
+	geoFn := func(p, r string) string { return map[bool]string{true: "eu", false: "us"}[r[:2] == "eu"] }
+	b.ReportAllocs()
+	var placed, pending int
+	for b.Loop() {
+		plan := Decide(Snapshot{Now: t0, Jobs: jobs, Offers: offers, Throughput: testTP, Geography: geoFn})
+		placed, pending = len(plan.Placements), len(plan.Pending)
+	}
+	b.ReportMetric(float64(placed), "placed")
+	b.ReportMetric(float64(pending), "pending")
+}

@@ -1,0 +1,280 @@
+package scheduler
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/providers"
+)
+
+// throughputs is a small table relative to V100 (train-mixed).
+type throughputs map[string]float64
+
+func (t throughputs) RelativeThroughput(gpu, class string) (float64, bool) {
+	v, ok := t[gpu]
+	return v, ok
+}
+
+var testTP = throughputs{"V100": 1, "A100-40GB": 3, "A100-80GB": 3.3, "T4": 0.25, "H100": 6}
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// offerB builds test offers.
+type offerB struct{ o providers.Offer }
+
+func offer(provider, region, itype, gpu string, gpus int, price string) *offerB {
+	mem := map[string]int{"V100": 16, "A100-40GB": 40, "A100-80GB": 80, "T4": 16, "H100": 80}[gpu]
+	return &offerB{providers.Offer{
+		Provider: provider, Region: region, Zone: region + "a", InstanceType: itype,
+		GPU: gpu, GPUs: gpus, GPUMemoryGB: mem, VCPUs: 8 * gpus, MemoryGiB: float64(60 * gpus),
+		Purchase: providers.OnDemand, Price: money.MustParse(price), OnDemandPrice: money.MustParse(price),
+		Available: -1, Capacity: providers.CapacityHigh, LaunchLatency: 2 * time.Minute,
+	}}
+}
+
+func (b *offerB) spot(od string) *offerB {
+	b.o.Purchase, b.o.OnDemandPrice = providers.Spot, money.MustParse(od)
+	return b
+}
+func (b *offerB) avail(n int) *offerB   { b.o.Available = n; return b }
+func (b *offerB) zone(z string) *offerB { b.o.Zone = z; return b }
+func (b *offerB) get() providers.Offer  { return b.o }
+
+// jobB builds queued test jobs.
+type jobB struct{ q QueuedJob }
+
+func queued(id string, work string) *jobB {
+	var w job.Work
+	if err := w.UnmarshalJSON([]byte(`"` + work + `"`)); err != nil {
+		panic(err)
+	}
+	p := 100
+	s := &job.Spec{Name: id, Team: "t", Priority: &p, Resources: job.Resources{GPUsPerNode: 1, Nodes: 1}, Work: w, Purchase: job.PurchaseAuto, Workload: "training", Precision: "fp16"}
+	return &jobB{QueuedJob{ID: id, Priority: 100, SubmittedAt: t0, Spec: s}}
+}
+
+func (b *jobB) gpus(n int) *jobB               { b.q.Spec.Resources.GPUsPerNode = n; return b }
+func (b *jobB) nodes(n int) *jobB              { b.q.Spec.Resources.Nodes = n; return b }
+func (b *jobB) accel(a ...string) *jobB        { b.q.Spec.Resources.Accelerators = a; return b }
+func (b *jobB) deadline(d time.Duration) *jobB { b.q.DeadlineAt = t0.Add(d); return b }
+func (b *jobB) maxPrice(p string) *jobB        { b.q.Spec.MaxPricePerHour = money.MustParse(p); return b }
+func (b *jobB) purchase(p string) *jobB        { b.q.Spec.Purchase = p; return b }
+func (b *jobB) prio(p int) *jobB               { b.q.Priority = p; return b }
+func (b *jobB) geos(g ...string) *jobB         { b.q.Spec.Placement.Geographies = g; return b }
+func (b *jobB) regions(r ...string) *jobB      { b.q.Spec.Placement.Regions = r; return b }
+func (b *jobB) get() *QueuedJob                { q := b.q; return &q }
+
+func geo(provider, region string) string {
+	if strings.HasPrefix(region, "eu") {
+		return "eu"
+	}
+	return "us"
+}
+
+func TestDecide(t *testing.T) {
+	type want struct {
+		placed  map[string]string // job -> offer instance type@region/purchase
+		pending map[string]string // job -> reason code that must appear
+	}
+	cases := []struct {
+		name        string
+		jobs        []*QueuedJob
+		offers      []providers.Offer
+		unavailable map[string]time.Time
+		want        want
+	}{{
+		name: "cheapest to finish beats cheapest per hour (the seeds' BERT example)",
+		jobs: []*QueuedJob{queued("j-bert", "6h on V100").gpus(8).get()},
+		offers: []providers.Offer{
+			offer("aws", "us-east-1", "p3.16xlarge", "V100", 8, "8.00").get(),
+			offer("aws", "us-east-1", "p4d.24xlarge", "A100-40GB", 8, "12.00").get(),
+		},
+		want: want{placed: map[string]string{"j-bert": "p4d.24xlarge@us-east-1/on-demand"}},
+	}, {
+		name: "spot is chosen under auto when it is cheaper",
+		jobs: []*QueuedJob{queued("j-a", "2h on V100").get()},
+		offers: []providers.Offer{
+			offer("aws", "us-east-1", "p3.2xlarge", "V100", 1, "3.06").get(),
+			offer("aws", "us-east-1", "p3.2xlarge", "V100", 1, "0.97").spot("3.06").get(),
+		},
+		want: want{placed: map[string]string{"j-a": "p3.2xlarge@us-east-1/spot"}},
+	}, {
+		name: "on-demand policy never takes spot",
+		jobs: []*QueuedJob{queued("j-a", "2h on V100").purchase(job.PurchaseOnDemand).get()},
+		offers: []providers.Offer{
+			offer("aws", "us-east-1", "p3.2xlarge", "V100", 1, "3.06").get(),
+			offer("aws", "us-east-1", "p3.2xlarge", "V100", 1, "0.97").spot("3.06").get(),
+		},
+		want: want{placed: map[string]string{"j-a": "p3.2xlarge@us-east-1/on-demand"}},
+	}, {
+		name: "deadline rules out the slow cheap GPU",
+		jobs: []*QueuedJob{queued("j-a", "4h on V100").deadline(3 * time.Hour).get()},
+		offers: []providers.Offer{
+			offer("aws", "us-east-1", "g4dn.xlarge", "T4", 1, "0.10").get(),
+			offer("aws", "us-east-1", "p3.2xlarge", "V100", 1, "1.00").get(),
+			offer("aws", "us-east-1", "p4d-1", "A100-40GB", 1, "5.00").get(),
+		},
+		want: want{placed: map[string]string{"j-a": "p4d-1@us-east-1/on-demand"}},
+	}, {
+		name: "no offer meets the deadline: pending with deadline reason",
+		jobs: []*QueuedJob{queued("j-a", "40h on V100").deadline(2 * time.Hour).get()},
+		offers: []providers.Offer{
+			offer("aws", "us-east-1", "p3.2xlarge", "V100", 1, "1.00").get(),
+		},
+		want: want{pending: map[string]string{"j-a": "deadline"}},
+	}, {
+		name: "max price filters offers",
+		jobs: []*QueuedJob{queued("j-a", "1h on V100").maxPrice("2.00").get()},
+		offers: []providers.Offer{
+			offer("aws", "us-east-1", "p3.2xlarge", "V100", 1, "3.06").get(),
+		},
+		want: want{pending: map[string]string{"j-a": "max-price"}},
+	}, {
+		name: "capacity taken by a higher-priority job is not offered again",
+		jobs: []*QueuedJob{
+			queued("j-high", "1h on V100").prio(500).get(),
+			queued("j-low", "1h on V100").prio(10).get(),
+		},
+		offers: []providers.Offer{
+			offer("aws", "us-east-1", "cheap", "V100", 1, "1.00").avail(1).get(),
+			offer("aws", "us-east-1", "dear", "V100", 1, "2.00").avail(1).get(),
+		},
+		want: want{placed: map[string]string{"j-high": "cheap@us-east-1/on-demand", "j-low": "dear@us-east-1/on-demand"}},
+	}, {
+		name: "multi-node needs capacity for every node",
+		jobs: []*QueuedJob{queued("j-a", "1h on V100").nodes(4).get()},
+		offers: []providers.Offer{
+			offer("aws", "us-east-1", "small", "V100", 1, "1.00").avail(3).get(),
+			offer("aws", "us-west-2", "small", "V100", 1, "1.10").avail(4).get(),
+		},
+		want: want{placed: map[string]string{"j-a": "small@us-west-2/on-demand"}},
+	}, {
+		name: "geography rules keep an EU job in the EU",
+		jobs: []*QueuedJob{queued("j-eu", "1h on V100").geos("eu").get()},
+		offers: []providers.Offer{
+			offer("aws", "us-east-1", "p3.2xlarge", "V100", 1, "3.06").get(),
+			offer("aws", "eu-west-1", "p3.2xlarge", "V100", 1, "3.31").get(),
+		},
+		want: want{placed: map[string]string{"j-eu": "p3.2xlarge@eu-west-1/on-demand"}},
+	}, {
+		name: "region patterns",
+		jobs: []*QueuedJob{queued("j-r", "1h on V100").regions("us-west-*").get()},
+		offers: []providers.Offer{
+			offer("aws", "us-east-1", "p3.2xlarge", "V100", 1, "3.06").get(),
+			offer("aws", "us-west-2", "p3.2xlarge", "V100", 1, "3.50").get(),
+		},
+		want: want{placed: map[string]string{"j-r": "p3.2xlarge@us-west-2/on-demand"}},
+	}, {
+		name: "accelerator family matches every memory variant",
+		jobs: []*QueuedJob{queued("j-a", "1h on V100").accel("A100").get()},
+		offers: []providers.Offer{
+			offer("aws", "us-east-1", "v", "V100", 1, "0.50").get(),
+			offer("aws", "us-east-1", "a80", "A100-80GB", 1, "4.00").get(),
+		},
+		want: want{placed: map[string]string{"j-a": "a80@us-east-1/on-demand"}},
+	}, {
+		name: "offers marked unavailable are skipped",
+		jobs: []*QueuedJob{queued("j-a", "1h on V100").get()},
+		offers: []providers.Offer{
+			offer("aws", "us-east-1", "ice", "V100", 1, "1.00").get(),
+			offer("aws", "us-east-1", "ok", "V100", 1, "2.00").get(),
+		},
+		unavailable: map[string]time.Time{providers.OfferID("aws", "us-east-1", "us-east-1a", "ice", providers.OnDemand): t0.Add(time.Minute)},
+		want:        want{placed: map[string]string{"j-a": "ok@us-east-1/on-demand"}},
+	}, {
+		name: "GPU count per node is a hard limit",
+		jobs: []*QueuedJob{queued("j-a", "1h on V100").gpus(8).get()},
+		offers: []providers.Offer{
+			offer("aws", "us-east-1", "p3.8xlarge", "V100", 4, "12.24").get(),
+		},
+		want: want{pending: map[string]string{"j-a": "gpu-count"}},
+	}, {
+		name:   "no offers yet",
+		jobs:   []*QueuedJob{queued("j-a", "1h on V100").get()},
+		offers: nil,
+		want:   want{pending: map[string]string{"j-a": "no-offers"}},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			plan := Decide(Snapshot{Now: t0, Jobs: c.jobs, Offers: c.offers, Unavailable: c.unavailable, Throughput: testTP, Geography: geo})
+			got := map[string]string{}
+			for _, p := range plan.Placements {
+				got[p.JobID] = p.Offer.InstanceType + "@" + p.Offer.Region + "/" + string(p.Offer.Purchase)
+			}
+			for id, w := range c.want.placed {
+				if got[id] != w {
+					t.Errorf("job %s placed on %q, want %q", id, got[id], w)
+				}
+			}
+			if len(got) != len(c.want.placed) {
+				t.Errorf("placed %v, want %v", got, c.want.placed)
+			}
+			pend := map[string][]job.PendingReason{}
+			for _, p := range plan.Pending {
+				pend[p.JobID] = p.Reasons
+			}
+			for id, code := range c.want.pending {
+				found := false
+				for _, r := range pend[id] {
+					if r.Code == code && r.Message != "" {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("job %s pending reasons %+v lack %q", id, pend[id], code)
+				}
+			}
+		})
+	}
+}
+
+func TestDecideEstimatesAndReasons(t *testing.T) {
+	// 6 h on V100 with 8 GPUs on A100 (3x): 2 h of work + 2 min boot at
+	// $12/h = $24.40.
+	plan := Decide(Snapshot{Now: t0, Jobs: []*QueuedJob{queued("j-bert", "6h on V100").gpus(8).get()},
+		Offers:     []providers.Offer{offer("aws", "us-east-1", "p4d.24xlarge", "A100-40GB", 8, "12.00").get()},
+		Throughput: testTP, Geography: geo})
+	if len(plan.Placements) != 1 {
+		t.Fatalf("plan = %+v", plan)
+	}
+	est := plan.Placements[0].Estimate
+	if est.Runtime != 2*time.Hour || est.Cost != money.MustParse("24.40") || !est.Finish.Equal(t0.Add(2*time.Hour+2*time.Minute)) {
+		t.Fatalf("estimate = %+v", est)
+	}
+
+	// A job no offer fits explains each rejection with counts and numbers.
+	plan = Decide(Snapshot{Now: t0, Jobs: []*QueuedJob{queued("j-x", "10h on V100").accel("V100").maxPrice("2.00").deadline(5 * time.Hour).get()},
+		Offers: []providers.Offer{
+			offer("aws", "us-east-1", "t4", "T4", 1, "0.50").get(),
+			offer("aws", "us-east-1", "v-dear", "V100", 1, "3.06").get(),
+			offer("aws", "us-east-1", "v-cheap", "V100", 1, "1.00").get(),
+		},
+		Throughput: testTP, Geography: geo})
+	if len(plan.Pending) != 1 {
+		t.Fatalf("plan = %+v", plan)
+	}
+	msgs := map[string]string{}
+	for _, r := range plan.Pending[0].Reasons {
+		msgs[r.Code] = r.Message
+		if r.Offers != 1 {
+			t.Errorf("reason %s counts %d offers, want 1", r.Code, r.Offers)
+		}
+	}
+	for code, frag := range map[string]string{"gpu-type": "wants V100", "max-price": "$3.06/h", "deadline": "5h2m late"} {
+		if !strings.Contains(msgs[code], frag) {
+			t.Errorf("reason %s = %q, want it to mention %q", code, msgs[code], frag)
+		}
+	}
+}
+
+func TestDecideSpotMaxPriceNeverAboveOnDemand(t *testing.T) {
+	plan := Decide(Snapshot{Now: t0, Jobs: []*QueuedJob{queued("j-a", "1h on V100").maxPrice("9.00").get()},
+		Offers:     []providers.Offer{offer("aws", "us-east-1", "p3.2xlarge", "V100", 1, "0.97").spot("3.06").get()},
+		Throughput: testTP, Geography: geo})
+	if len(plan.Placements) != 1 || plan.Placements[0].MaxPrice != money.MustParse("3.06") {
+		t.Fatalf("plan = %+v", plan)
+	}
+}

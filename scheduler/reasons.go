@@ -1,0 +1,150 @@
+package scheduler
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spotwise/spotwise/bidding"
+	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/job"
+)
+
+// reason is why an offer was rejected for a job; the order is the order
+// of the filter stages.
+type reason uint8
+
+const (
+	reasonNone reason = iota
+	reasonGPUType
+	reasonGPUMemory
+	reasonGPUCount
+	reasonVCPUs
+	reasonMemory
+	reasonRegion
+	reasonPurchase
+	reasonMaxPrice
+	reasonUnavailable
+	reasonCapacity
+	reasonDeadline
+	numReasons
+)
+
+var reasonCodes = [numReasons]string{
+	reasonGPUType:     "gpu-type",
+	reasonGPUMemory:   "gpu-memory",
+	reasonGPUCount:    "gpu-count",
+	reasonVCPUs:       "vcpus",
+	reasonMemory:      "memory",
+	reasonRegion:      "region",
+	reasonPurchase:    "purchase",
+	reasonMaxPrice:    "max-price",
+	reasonUnavailable: "unavailable",
+	reasonCapacity:    "capacity",
+	reasonDeadline:    "deadline",
+}
+
+// explain scans every offer for a job that could not be placed and counts
+// what rejected each, keeping the nearest miss for the messages.
+func (co *compiledOffers) explain(cj *compiledJob, now time.Time) []job.PendingReason {
+	if len(co.all) == 0 {
+		return []job.PendingReason{{Code: "no-offers", Message: "no offers are known yet: waiting for price feeds"}}
+	}
+	var counts [numReasons]int
+	var cheapestOver money.Micros = -1
+	var earliest time.Time
+	for gi := range co.groups {
+		g := &co.groups[gi]
+		if !cj.gpus[gi] {
+			counts[reasonGPUType] += len(g.offers)
+			continue
+		}
+		for _, o := range g.offers {
+			r := cj.feasible(o, cj.regions)
+			if r == reasonNone {
+				est := bidding.CostToFinish(now, o.price, cj.nodes, o.startup, cj.runtime[gi])
+				if bidding.MeetsDeadline(est, cj.deadline) {
+					continue // feasible: placed by a later cycle once capacity frees up
+				}
+				r = reasonDeadline
+				if earliest.IsZero() || est.Finish.Before(earliest) {
+					earliest = est.Finish
+				}
+			}
+			if r == reasonMaxPrice && (cheapestOver < 0 || o.price < cheapestOver) {
+				cheapestOver = o.price
+			}
+			counts[r]++
+		}
+	}
+	var out []job.PendingReason
+	for r := reasonGPUType; r < numReasons; r++ {
+		if counts[r] == 0 {
+			continue
+		}
+		out = append(out, job.PendingReason{Code: reasonCodes[r], Offers: counts[r], Message: cj.message(r, counts[r], cheapestOver, earliest)})
+	}
+	if cj.err != "" {
+		out = append(out, job.PendingReason{Code: "throughput", Message: cj.err})
+	}
+	if len(out) == 0 {
+		out = append(out, job.PendingReason{Code: "capacity", Message: "every matching offer was taken by higher-priority jobs in this cycle"})
+	}
+	return out
+}
+
+func (cj *compiledJob) message(r reason, n int, cheapestOver money.Micros, earliest time.Time) string {
+	s := cj.q.Spec
+	offers := plural(n, "offer")
+	switch r {
+	case reasonGPUType:
+		if len(s.Resources.Accelerators) == 0 {
+			return fmt.Sprintf("%s have GPU types with no throughput figure", offers)
+		}
+		return fmt.Sprintf("%s have a GPU type the job does not accept (wants %s)", offers, strings.Join(s.Resources.Accelerators, ", "))
+	case reasonGPUMemory:
+		return fmt.Sprintf("%s have GPUs with less than %d GB of memory", offers, cj.minMem)
+	case reasonGPUCount:
+		return fmt.Sprintf("%s have fewer than %d GPUs per node", offers, cj.perNode)
+	case reasonVCPUs:
+		return fmt.Sprintf("%s have fewer than %d vCPUs per node", offers, cj.minVCPUs)
+	case reasonMemory:
+		return fmt.Sprintf("%s have less than %g GiB of memory per node", offers, cj.minRAM)
+	case reasonRegion:
+		return fmt.Sprintf("%s are in providers or regions the job's placement rules exclude", offers)
+	case reasonPurchase:
+		return fmt.Sprintf("%s are not allowed by the job's purchase policy %q", offers, s.Purchase)
+	case reasonMaxPrice:
+		return fmt.Sprintf("%s cost more than the max price of %s/h (the cheapest of them costs %s/h)", offers, cj.maxPrice, cheapestOver)
+	case reasonUnavailable:
+		return fmt.Sprintf("%s are marked unavailable after a launch failed for lack of capacity", offers)
+	case reasonCapacity:
+		return fmt.Sprintf("%s have no capacity left for %s", offers, plural(cj.nodes, "instance"))
+	case reasonDeadline:
+		return fmt.Sprintf("%s cannot finish by the deadline %s (the earliest would finish %s, %s late)",
+			offers, cj.deadline.UTC().Format(time.RFC3339), earliest.UTC().Format(time.RFC3339), human(earliest.Sub(cj.deadline)))
+	}
+	return offers
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// human writes a duration the way people do: "5h2m", "45s".
+func human(d time.Duration) string {
+	if d >= time.Minute {
+		d = d.Round(time.Minute)
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

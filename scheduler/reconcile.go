@@ -1,0 +1,181 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/providers"
+)
+
+// reconcile compares what the job-state bucket says with what the clouds
+// run and repairs the difference, so that a missed event or a crash at any
+// point heals:
+//   - a placing job whose instances exist gets them recorded; one whose
+//     instances do not exist is launched again with the same key (which
+//     buys nothing if the first launch did go through);
+//   - an active job whose instances are all gone is requeued;
+//   - a finished job still holding an attempt is cleaned up;
+//   - an instance no active attempt owns is terminated;
+//   - every queued job is looked at again.
+func (s *Scheduler) reconcile(ctx context.Context) {
+	if !s.recMu.TryLock() {
+		return
+	}
+	defer s.recMu.Unlock()
+	start := time.Now()
+	byKey, ok := s.listInstances(ctx)
+	if !ok {
+		s.book.bump()
+		s.kick()
+		return
+	}
+	s.mu.Lock()
+	var ids []string
+	for id, e := range s.index {
+		if !e.inflight && (e.state.Active() || (e.state.Terminal() && e.hasCurrent)) {
+			ids = append(ids, id)
+		}
+	}
+	s.mu.Unlock()
+	owned := map[string]bool{}
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return
+		}
+		if key := s.reconcileJob(ctx, id, byKey); key != "" {
+			owned[key] = true
+		}
+	}
+	s.collectOrphans(ctx, byKey, owned)
+	s.book.bump()
+	s.kick()
+	s.metrics.reconciles.Add(1)
+	s.log.Debug("reconciled", zap.Int("active", len(ids)), zap.Duration("took", time.Since(start)))
+}
+
+// listInstances lists every cloud's instances once (several provider
+// names may share one cloud), grouped by launch key.
+func (s *Scheduler) listInstances(ctx context.Context) (map[string][]providers.Instance, bool) {
+	seen := map[providers.Provider]bool{}
+	byKey := map[string][]providers.Instance{}
+	for _, c := range s.o.Clouds {
+		if seen[c] {
+			continue
+		}
+		seen[c] = true
+		insts, err := c.Instances(ctx)
+		if err != nil {
+			s.log.Warn("listing instances; skipping reconciliation", zap.String("provider", c.Name()), zap.Error(err))
+			return nil, false
+		}
+		for _, in := range insts {
+			byKey[in.IdempotencyKey] = append(byKey[in.IdempotencyKey], in)
+		}
+	}
+	return byKey, true
+}
+
+// reconcileJob repairs one job and returns the launch key it legitimately
+// holds, if any.
+func (s *Scheduler) reconcileJob(ctx context.Context, id string, byKey map[string][]providers.Instance) string {
+	if !s.claim(id) {
+		return ""
+	}
+	defer s.done(id)
+	rec, _, err := s.jobs.Get(ctx, id)
+	if err != nil {
+		if !errors.Is(err, events.ErrNotFound) {
+			s.log.Warn("reconcile: reading job", zap.String("job", id), zap.Error(err))
+		}
+		return ""
+	}
+	a := rec.Status.Current
+	if a == nil {
+		return ""
+	}
+	var live, ended []providers.Instance
+	for _, in := range byKey[a.LaunchKey] {
+		if in.State.Ended() {
+			ended = append(ended, in)
+		} else {
+			live = append(live, in)
+		}
+	}
+	switch st := rec.Status.State; {
+	case st.Terminal():
+		s.cleanup(ctx, id)
+		return ""
+	case len(live) == 0 && len(ended) > 0:
+		reason := ended[0].Reason
+		if reason == "" {
+			reason = "instance ended"
+		}
+		if err := s.instanceLost(ctx, id, a.LaunchKey, idsOf(ended), reason); err != nil {
+			s.log.Warn("reconcile: requeueing job", zap.String("job", id), zap.Error(err))
+		}
+		return ""
+	case st == job.Placing && len(live) == 0:
+		s.log.Info("reconcile: launching again with the same key", zap.String("job", id), zap.String("key", a.LaunchKey))
+		s.launch(ctx, rec)
+		return a.LaunchKey
+	case st == job.Placing:
+		s.launched(ctx, id, a.N, live)
+		return a.LaunchKey
+	case len(live) == 0:
+		if err := s.instanceLost(ctx, id, a.LaunchKey, a.Instances, "instance not found at the provider"); err != nil {
+			s.log.Warn("reconcile: requeueing job", zap.String("job", id), zap.Error(err))
+		}
+		return ""
+	}
+	return a.LaunchKey
+}
+
+// claim marks a job in flight for a reconciliation step; false if some
+// other action holds it.
+func (s *Scheduler) claim(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.index[id]
+	if e == nil || e.inflight {
+		return false
+	}
+	e.inflight = true
+	return true
+}
+
+// collectOrphans terminates live instances that no current attempt owns,
+// after checking the bucket (not the possibly lagging index) for each.
+func (s *Scheduler) collectOrphans(ctx context.Context, byKey map[string][]providers.Instance, owned map[string]bool) {
+	for key, insts := range byKey {
+		if owned[key] {
+			continue
+		}
+		var live []providers.Instance
+		for _, in := range insts {
+			if !in.State.Ended() {
+				live = append(live, in)
+			}
+		}
+		if len(live) == 0 {
+			continue
+		}
+		jobID := live[0].JobID
+		if jobID != "" && job.ValidID(jobID) {
+			rec, _, err := s.jobs.Get(ctx, jobID)
+			if err != nil && !errors.Is(err, events.ErrNotFound) {
+				continue // cannot tell: leave it for the next round
+			}
+			if err == nil && rec.Status.Current != nil && rec.Status.Current.LaunchKey == key && !rec.Status.State.Terminal() {
+				continue
+			}
+		}
+		s.metrics.orphans.Add(int64(len(live)))
+		s.log.Warn("terminating orphaned instances", zap.String("job", jobID), zap.String("key", key), zap.Int("instances", len(live)))
+		s.terminateAll(ctx, jobID, live, "no active attempt owns it")
+	}
+}

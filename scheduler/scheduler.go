@@ -1,0 +1,302 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/spotwise/spotwise/bidding"
+	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/internal/clock"
+	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/providers"
+)
+
+// Options configures a Scheduler.
+type Options struct {
+	Clock clock.Clock
+	Log   *zap.Logger
+	// Clouds maps an offer's provider name ("aws", "azure", "gcp") to the
+	// Provider that sells it; the simulated cloud stands in for all three.
+	Clouds     map[string]providers.Provider
+	Throughput bidding.ThroughputTable
+	Geography  func(provider, region string) string
+	// ReconcileInterval is the wall time between full reconciliations
+	// against the clouds (default 15s).
+	ReconcileInterval time.Duration
+	// UnavailableFor is how long an offer whose launch failed for lack of
+	// capacity is skipped, in scheduler clock time (default 3m).
+	UnavailableFor time.Duration
+	// Debounce batches the triggers of a burst into one cycle (wall time,
+	// default 2ms).
+	Debounce time.Duration
+	// Workers bounds concurrent launches and terminations (default 32).
+	Workers int
+	// LaunchRetries is how often a launch that failed for a transient
+	// reason is retried before the job waits for the next reconciliation
+	// (default 3).
+	LaunchRetries int
+}
+
+func (o *Options) defaults() {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	if o.ReconcileInterval == 0 {
+		o.ReconcileInterval = 15 * time.Second
+	}
+	if o.UnavailableFor == 0 {
+		o.UnavailableFor = 3 * time.Minute
+	}
+	if o.Debounce == 0 {
+		o.Debounce = 2 * time.Millisecond
+	}
+	if o.Workers == 0 {
+		o.Workers = 32
+	}
+	if o.LaunchRetries == 0 {
+		o.LaunchRetries = 3
+	}
+}
+
+// Scheduler places queued jobs on offers and follows them to the end. It
+// keeps an in-memory index of jobs fed by a watch on the job-state bucket
+// (the truth), reacts to submissions, price feeds, instance changes and
+// agent reports, and reconciles against the clouds on a timer so that a
+// missed event heals.
+type Scheduler struct {
+	bus  *events.Bus
+	jobs *events.JobStore
+	o    Options
+	log  *zap.Logger
+	book *book
+
+	mu      sync.Mutex
+	index   map[string]*entry
+	q       queue
+	kickC   chan struct{}
+	sem     chan struct{}
+	wg      sync.WaitGroup
+	recMu   sync.Mutex
+	metrics Metrics
+}
+
+// entry is what the scheduler remembers of one job between events.
+type entry struct {
+	rev    uint64
+	state  job.State
+	queued *QueuedJob
+	// seen is the book version at which the job was last found
+	// unplaceable; it is looked at again when the book changes.
+	seen uint64
+	// inflight marks a job with an action under way (a launch, a cleanup),
+	// so cycles and reconciliation leave it alone.
+	inflight   bool
+	hasCurrent bool
+	reasonsKey string
+}
+
+// New returns a scheduler over a bus.
+func New(bus *events.Bus, o Options) *Scheduler {
+	o.defaults()
+	return &Scheduler{
+		bus: bus, jobs: bus.Jobs(), o: o, log: o.Log, book: newBook(),
+		index: map[string]*entry{}, kickC: make(chan struct{}, 1), sem: make(chan struct{}, o.Workers),
+	}
+}
+
+// Run schedules until ctx ends: it loads the job index, subscribes to the
+// price, instance, agent and submission streams, reconciles once, then
+// runs cycles whenever something changes and reconciles on a timer.
+func (s *Scheduler) Run(ctx context.Context) error {
+	ready := make(chan struct{})
+	var once sync.Once
+	if err := s.jobs.Watch(ctx, s.onJobChange, func() { once.Do(func() { close(ready) }) }); err != nil {
+		return err
+	}
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		return nil
+	}
+	s.mu.Lock()
+	s.log.Info("job index loaded", zap.Int("jobs", len(s.index)), zap.Int("queued", s.q.len()))
+	s.mu.Unlock()
+	if err := s.bus.Follow(ctx, events.StreamPrices, []string{"spotwise.prices.>"}, true, s.onOffers); err != nil {
+		return err
+	}
+	subs := []struct {
+		cc events.ConsumerConfig
+		h  events.Handler
+	}{
+		{events.ConsumerConfig{Stream: events.StreamInstances, Durable: "scheduler-instances", Subjects: []string{"spotwise.instances.>"}}, s.onInstance},
+		{events.ConsumerConfig{Stream: events.StreamAgent, Durable: "scheduler-agent", Subjects: []string{"spotwise.agent.*"}}, s.onAgent},
+		{events.ConsumerConfig{Stream: events.StreamJobs, Durable: "scheduler-submissions", Subjects: []string{events.SubjectJobSubmitted}, New: true}, func(context.Context, events.Message) error {
+			s.kick()
+			return nil
+		}},
+	}
+	for _, sub := range subs {
+		stop, err := s.bus.Consume(ctx, sub.cc, sub.h)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	s.reconcile(ctx)
+	ticker := time.NewTicker(s.o.ReconcileInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.wg.Wait()
+			return nil
+		case <-ticker.C:
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.reconcile(ctx)
+			}()
+		case <-s.kickC:
+			time.Sleep(s.o.Debounce)
+			s.cycle(ctx)
+		}
+	}
+}
+
+// kick asks for a scheduling cycle soon.
+func (s *Scheduler) kick() {
+	select {
+	case s.kickC <- struct{}{}:
+	default:
+	}
+}
+
+// go runs fn as a tracked background action bounded by the worker pool.
+func (s *Scheduler) goAction(ctx context.Context, fn func(ctx context.Context)) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		select {
+		case s.sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		defer func() { <-s.sem }()
+		fn(ctx)
+	}()
+}
+
+// onJobChange keeps the index and the queue in step with the bucket.
+func (s *Scheduler) onJobChange(c events.JobChange) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.index[c.ID]
+	if c.Record == nil {
+		if e != nil {
+			s.dequeue(c.ID, e)
+			delete(s.index, c.ID)
+		}
+		return
+	}
+	if e == nil {
+		e = &entry{}
+		s.index[c.ID] = e
+	}
+	if c.Revision <= e.rev {
+		return
+	}
+	r := c.Record
+	e.rev, e.state, e.hasCurrent = c.Revision, r.Status.State, r.Status.Current != nil
+	switch {
+	case r.Status.State == job.Queued:
+		if e.queued != nil {
+			s.q.remove(c.ID, e.queued)
+		}
+		e.queued = &QueuedJob{
+			ID: r.ID, Priority: r.Spec.Prio(), SubmittedAt: r.Status.SubmittedAt,
+			DeadlineAt: r.Status.DeadlineAt, Progress: r.Status.Progress, Spec: placementSpec(&r.Spec),
+		}
+		e.seen = 0
+		s.q.add(e.queued)
+		s.metrics.queued.Store(int64(s.q.len()))
+		s.kick()
+	default:
+		s.dequeue(c.ID, e)
+	}
+	if r.Status.State.Terminal() {
+		if r.Status.Current != nil && !e.inflight {
+			e.inflight = true
+			id := r.ID
+			s.goAction(context.Background(), func(ctx context.Context) {
+				defer s.done(id)
+				s.cleanup(ctx, id)
+			})
+		} else if r.Status.Current == nil && !e.inflight {
+			// Finished for good: nothing more to remember in memory.
+			delete(s.index, c.ID)
+		}
+	}
+}
+
+// dequeue takes a job out of the queue; called with mu held.
+func (s *Scheduler) dequeue(id string, e *entry) {
+	if e.queued == nil {
+		return
+	}
+	s.q.remove(id, e.queued)
+	e.queued = nil
+	s.metrics.queued.Store(int64(s.q.len()))
+	if e.reasonsKey != "" {
+		e.reasonsKey = ""
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = s.bus.Pending().Delete(ctx, id)
+		}()
+	}
+}
+
+// done clears a job's in-flight mark and asks for a cycle.
+func (s *Scheduler) done(id string) {
+	s.mu.Lock()
+	if e := s.index[id]; e != nil {
+		e.inflight = false
+	}
+	s.mu.Unlock()
+	s.kick()
+}
+
+// onOffers replaces one region of the offer book.
+func (s *Scheduler) onOffers(_ context.Context, m events.Message) error {
+	u := m.Payload.(*events.OffersUpdated)
+	if s.book.replace(u.Provider, u.Region, u.Offers) {
+		s.kick()
+	}
+	return nil
+}
+
+// errSkip aborts a Modify whose preconditions no longer hold.
+var errSkip = errors.New("skip: job moved on")
+
+// modify applies fn to a job's record with a revision check; it returns
+// (nil, nil) when fn returned errSkip.
+func (s *Scheduler) modify(ctx context.Context, id string, fn func(r *job.Record) error) (*job.Record, error) {
+	r, _, err := s.jobs.Modify(ctx, id, fn)
+	if errors.Is(err, errSkip) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("updating job %s: %w", id, err)
+	}
+	return r, nil
+}
