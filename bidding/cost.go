@@ -18,28 +18,53 @@ type ThroughputTable interface {
 // the job's shape) into the wall time on gpu, for a throughput class.
 func Runtime(t ThroughputTable, refDuration time.Duration, refGPU, gpu, class string) (time.Duration, error) {
 	ref, ok := t.RelativeThroughput(refGPU, class)
-	if !ok || ref <= 0 {
+	if !ok || !usable(ref) {
 		return 0, fmt.Errorf("no throughput figure for reference GPU %q", refGPU)
 	}
 	g, ok := t.RelativeThroughput(gpu, class)
-	if !ok || g <= 0 {
+	if !ok || !usable(g) {
 		return 0, fmt.Errorf("no throughput figure for GPU %q", gpu)
 	}
 	return ScaleDuration(refDuration, ref/g), nil
 }
 
+// usable reports whether a throughput figure can divide: positive and
+// finite (NaN fails every comparison).
+func usable(x float64) bool { return x > 0 && !math.IsInf(x, 1) }
+
 // ScaleDuration multiplies a duration by a positive factor, rounding up to
-// the second and saturating instead of overflowing.
+// the second and saturating instead of overflowing. A NaN result reads as
+// forever: an unknown runtime must never look cheap.
 func ScaleDuration(d time.Duration, factor float64) time.Duration {
 	v := float64(d) * factor
-	if v >= math.MaxInt64 {
+	switch {
+	case v >= math.MaxInt64 || math.IsNaN(v):
 		return math.MaxInt64
+	case v <= math.MinInt64:
+		return math.MinInt64
 	}
 	r := time.Duration(v)
-	if rem := r % time.Second; rem != 0 {
+	switch rem := r % time.Second; {
+	case rem > 0:
+		if r > math.MaxInt64-(time.Second-rem) {
+			return math.MaxInt64
+		}
 		r += time.Second - rem
+	case rem < 0: // up is toward zero
+		r -= rem
 	}
 	return r
+}
+
+// addSat adds two durations, saturating instead of wrapping.
+func addSat(a, b time.Duration) time.Duration {
+	switch {
+	case b > 0 && a > math.MaxInt64-b:
+		return math.MaxInt64
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
+	}
+	return a + b
 }
 
 // Estimate is what finishing a job on one offer is expected to take.
@@ -59,7 +84,9 @@ type Estimate struct {
 // CostToFinish estimates finishing remaining runtime on nodes instances at
 // pricePerHour each, starting now.
 func CostToFinish(now time.Time, pricePerHour money.Micros, nodes int, startup, runtime time.Duration) Estimate {
-	billed := startup + runtime
+	// A saturated runtime plus startup must stay huge, not wrap negative
+	// into a job that looks free and already done.
+	billed := addSat(startup, runtime)
 	return Estimate{
 		Startup: startup,
 		Runtime: runtime,

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,14 +59,21 @@ func (fe fieldErrors) err() error {
 	return &ValidationError{Errors: fe}
 }
 
-var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+var (
+	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	workType        = reflect.TypeFor[Work]()
+)
 
 // decodeStrict decodes JSON into v field by field so that every error names
 // the field's path, unknown fields are refused, and all problems are
 // reported together.
 func decodeStrict(raw json.RawMessage, v reflect.Value, path string, errs *fieldErrors) {
 	t := v.Type()
-	if reflect.PointerTo(t).Implements(unmarshalerType) || t.Kind() != reflect.Struct {
+	// Work's mapping form is decoded like any struct, so a misspelt key in
+	// it is named by its path with a suggestion; its short form goes through
+	// Work.UnmarshalJSON.
+	isWorkMapping := t == workType && bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{"))
+	if !isWorkMapping && (reflect.PointerTo(t).Implements(unmarshalerType) || t.Kind() != reflect.Struct) {
 		if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct {
 			decodeSlice(raw, v, path, errs)
 			return

@@ -17,7 +17,8 @@ func ParseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	if strings.HasSuffix(s, "d") && !strings.ContainsAny(s[:len(s)-1], "hmsuµn") {
 		days, err := strconv.ParseFloat(strings.TrimSuffix(s, "d"), 64)
-		if err != nil || days < 0 || days > 36500 {
+		// Written so that NaN fails too.
+		if err != nil || !(days >= 0 && days <= 36500) {
 			return 0, fmt.Errorf("%q is not a duration (try 48h, 90m, 2d)", s)
 		}
 		return time.Duration(days * 24 * float64(time.Hour)), nil
@@ -76,7 +77,9 @@ func (d Deadline) Resolve(submitted time.Time) time.Time {
 func (d Deadline) MarshalJSON() ([]byte, error) {
 	switch {
 	case !d.At.IsZero():
-		return json.Marshal(d.At.UTC().Format(time.RFC3339))
+		// RFC3339Nano, so a deadline with fractional seconds survives a
+		// round trip; whole seconds are written as RFC 3339 without them.
+		return json.Marshal(d.At.UTC().Format(time.RFC3339Nano))
 	case d.Within > 0:
 		return json.Marshal(d.Within.String())
 	}

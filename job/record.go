@@ -2,6 +2,8 @@ package job
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/spotwise/spotwise/internal/money"
@@ -149,12 +151,42 @@ func (r *Record) EndAttempt(now time.Time, outcome string) {
 // touching one a reader holds.
 func (r *Record) Clone() *Record {
 	c := *r
+	c.Spec = r.Spec.clone()
 	if r.Status.Current != nil {
-		cur := *r.Status.Current
-		cur.Instances = append([]string(nil), cur.Instances...)
-		cur.Running = append([]string(nil), cur.Running...)
+		cur := r.Status.Current.clone()
 		c.Status.Current = &cur
 	}
-	c.Status.Attempts = append([]Attempt(nil), r.Status.Attempts...)
+	if r.Status.Attempts != nil {
+		c.Status.Attempts = make([]Attempt, len(r.Status.Attempts))
+		for i, a := range r.Status.Attempts {
+			c.Status.Attempts[i] = a.clone()
+		}
+	}
 	return &c
+}
+
+func (a Attempt) clone() Attempt {
+	a.Instances = slices.Clone(a.Instances)
+	a.Running = slices.Clone(a.Running)
+	return a
+}
+
+// clone copies every map, slice and pointer a spec holds.
+func (s Spec) clone() Spec {
+	if s.Priority != nil {
+		p := *s.Priority
+		s.Priority = &p
+	}
+	s.Labels = maps.Clone(s.Labels)
+	s.Env = maps.Clone(s.Env)
+	s.Command = slices.Clone(s.Command)
+	s.Resources.Accelerators = slices.Clone(s.Resources.Accelerators)
+	pl := &s.Placement
+	pl.Providers = slices.Clone(pl.Providers)
+	pl.DenyProviders = slices.Clone(pl.DenyProviders)
+	pl.Regions = slices.Clone(pl.Regions)
+	pl.DenyRegions = slices.Clone(pl.DenyRegions)
+	pl.Geographies = slices.Clone(pl.Geographies)
+	s.Checkpoint.Command = slices.Clone(s.Checkpoint.Command)
+	return s
 }

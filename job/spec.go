@@ -158,16 +158,41 @@ func Parse(data []byte, vocab Vocabulary) (Spec, error) {
 	if err := errs.err(); err != nil {
 		return Spec{}, err
 	}
+	// Normalize reads nodes 0 as "not given"; a spec that says nodes: 0 is
+	// a mistake and must be refused, not silently run on one node.
+	if explicitZeroNodes(raw) {
+		errs.add("resources.nodes", "must be between 1 and %d", maxNodes)
+	}
 	s.Normalize()
-	if err := s.Validate(vocab); err != nil {
+	if ve, ok := AsValidationError(s.Validate(vocab)); ok {
+		errs = append(errs, ve.Errors...)
+	}
+	if err := errs.err(); err != nil {
 		return Spec{}, err
 	}
 	return s, nil
 }
 
+// explicitZeroNodes reports whether a decoded spec's JSON says nodes: 0.
+func explicitZeroNodes(raw []byte) bool {
+	var p struct {
+		Resources struct {
+			Nodes *int `json:"nodes"`
+		} `json:"resources"`
+	}
+	if json.Unmarshal(raw, &p) != nil {
+		return false
+	}
+	return p.Resources.Nodes != nil && *p.Resources.Nodes == 0
+}
+
 // Normalize fills defaults in place: API version, team, priority, nodes,
 // workload, precision and purchase policy.
 func (s *Spec) Normalize() {
+	// Lower-case first: the precision default depends on the workload.
+	s.Workload = strings.ToLower(s.Workload)
+	s.Precision = strings.ToLower(s.Precision)
+	s.Purchase = strings.ToLower(s.Purchase)
 	if s.APIVersion == "" {
 		s.APIVersion = APIVersion
 	}
@@ -194,9 +219,6 @@ func (s *Spec) Normalize() {
 	if s.Purchase == "" {
 		s.Purchase = PurchaseAuto
 	}
-	s.Workload = strings.ToLower(s.Workload)
-	s.Precision = strings.ToLower(s.Precision)
-	s.Purchase = strings.ToLower(s.Purchase)
 }
 
 // Prio is the job's priority (higher runs first).

@@ -110,7 +110,7 @@ func (s *Spec) validateWork(e *fieldErrors, vocab Vocabulary) {
 		return
 	case w.Duration != 0 && w.GPUHours != 0:
 		e.add("work", "give duration or gpu_hours, not both")
-	case w.Duration < 0 || w.GPUHours < 0:
+	case w.Duration < 0 || !(w.GPUHours >= 0): // catches NaN too
 		e.add("work", "must be positive")
 	case w.Duration == 0 && w.GPUHours == 0:
 		e.add("work", "give duration or gpu_hours")
@@ -131,6 +131,9 @@ func (s *Spec) validateWork(e *fieldErrors, vocab Vocabulary) {
 func (s *Spec) validatePlacement(e *fieldErrors, vocab Vocabulary) {
 	p := s.Placement
 	for field, list := range map[string][]string{"placement.providers": p.Providers, "placement.deny_providers": p.DenyProviders} {
+		if len(list) > maxListLen {
+			e.add(field, "has more than %d entries", maxListLen)
+		}
 		for i, name := range list {
 			if vocab != nil && !vocab.KnownProvider(name) {
 				e.add(fmt.Sprintf("%s[%d]", field, i), "unknown provider %q", name)
@@ -149,6 +152,9 @@ func (s *Spec) validatePlacement(e *fieldErrors, vocab Vocabulary) {
 				e.add(f, "unknown region %q", pat)
 			}
 		}
+	}
+	if len(p.Geographies) > maxListLen {
+		e.add("placement.geographies", "has more than %d entries", maxListLen)
 	}
 	for i, g := range p.Geographies {
 		if vocab != nil && !vocab.KnownGeography(g) {

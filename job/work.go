@@ -3,6 +3,7 @@ package job
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -38,7 +39,16 @@ func (w Work) ReferenceDuration(gpus int) time.Duration {
 	if gpus <= 0 {
 		gpus = 1
 	}
-	return time.Duration(w.GPUHours / float64(gpus) * float64(time.Hour))
+	// Saturate rather than overflow: an absurd figure must read as absurdly
+	// long, not wrap around to a negative or tiny duration.
+	switch d := w.GPUHours / float64(gpus) * float64(time.Hour); {
+	case d >= math.MaxInt64:
+		return math.MaxInt64
+	case !(d > 0):
+		return 0
+	default:
+		return time.Duration(d)
+	}
 }
 
 // String writes the work in its short form.
@@ -83,7 +93,7 @@ func (w *Work) parseShort(s string) error {
 	for _, unit := range []string{"gpu-hours", "gpu-hour", "gpu hours", "gpuh"} {
 		if num, found := strings.CutSuffix(lower, unit); found {
 			v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-			if err != nil {
+			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 				return fmt.Errorf("%q: %q is not a number of GPU-hours", s, strings.TrimSpace(num))
 			}
 			*w = Work{GPUHours: v, ReferenceGPU: gpu}

@@ -6,6 +6,7 @@
 package clock
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -86,33 +87,95 @@ func (s *Scaled) wall(d time.Duration) time.Duration {
 // NewTimer fires after d of simulated time.
 func (s *Scaled) NewTimer(d time.Duration) Timer {
 	st := &scaledTimer{s: s, c: make(chan time.Time, 1)}
-	st.t = time.AfterFunc(s.wall(d), st.fire)
+	st.mu.Lock()
+	st.start(d)
+	st.mu.Unlock()
 	return st
 }
 
 // AfterFunc calls f after d of simulated time.
 func (s *Scaled) AfterFunc(d time.Duration, f func()) Timer {
-	st := &scaledTimer{s: s}
-	st.t = time.AfterFunc(s.wall(d), f)
-	return st
+	return scaledFunc{s: s, t: time.AfterFunc(s.wall(d), f)}
 }
 
+// scaledTimer is a channel timer on a Scaled clock. Like time.Timer since
+// Go 1.23, Stop and Reset discard a fired value not yet received, so no
+// receive after them sees a stale time; seq makes a callback already on its
+// way when they run deliver nothing.
 type scaledTimer struct {
 	s *Scaled
-	t *time.Timer
 	c chan time.Time
+
+	mu  sync.Mutex
+	t   *time.Timer
+	seq uint64
+	// done is set once the current arming has delivered its value or been
+	// disarmed: nothing more will come of it.
+	done bool
 }
 
-func (st *scaledTimer) fire() {
+// start arms the timer; called with mu held.
+func (st *scaledTimer) start(d time.Duration) {
+	seq := st.seq
+	st.done = false
+	st.t = time.AfterFunc(st.s.wall(d), func() { st.fire(seq) })
+}
+
+func (st *scaledTimer) fire(seq uint64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if seq != st.seq {
+		return
+	}
+	st.done = true
 	select {
 	case st.c <- st.s.Now():
 	default:
 	}
 }
 
-func (st *scaledTimer) C() <-chan time.Time        { return st.c }
-func (st *scaledTimer) Stop() bool                 { return st.t.Stop() }
-func (st *scaledTimer) Reset(d time.Duration) bool { return st.t.Reset(st.s.wall(d)) }
+// disarm stops the timer and discards any undelivered or unreceived value,
+// reporting whether a value was kept from the receiver; called with mu held.
+func (st *scaledTimer) disarm() bool {
+	pending := st.t.Stop()
+	st.seq++
+	if !pending && !st.done {
+		pending = true // the callback had started but will now deliver nothing
+	}
+	st.done = true
+	select {
+	case <-st.c:
+		pending = true
+	default:
+	}
+	return pending
+}
+
+func (st *scaledTimer) C() <-chan time.Time { return st.c }
+
+func (st *scaledTimer) Stop() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.disarm()
+}
+
+func (st *scaledTimer) Reset(d time.Duration) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	pending := st.disarm()
+	st.start(d)
+	return pending
+}
+
+// scaledFunc is an AfterFunc timer on a Scaled clock.
+type scaledFunc struct {
+	s *Scaled
+	t *time.Timer
+}
+
+func (sf scaledFunc) C() <-chan time.Time        { return nil }
+func (sf scaledFunc) Stop() bool                 { return sf.t.Stop() }
+func (sf scaledFunc) Reset(d time.Duration) bool { return sf.t.Reset(sf.s.wall(d)) }
 
 // Fake is a clock for tests: time stands still until Advance or Set moves it,
 // and timers due by then fire in order of their deadlines.
@@ -157,9 +220,10 @@ func (f *Fake) Set(t time.Time) {
 			f.now = next.when
 		}
 		next.active = false
-		now := f.now
+		// fire does not block, so it runs under mu: a Stop or Reset then
+		// either prevents the fire or drains its value, never neither.
+		next.fire(f.now)
 		f.mu.Unlock()
-		next.fire(now)
 	}
 }
 
@@ -195,8 +259,7 @@ func (f *Fake) add(d time.Duration, fn func()) *fakeTimer {
 	f.compact()
 	if d <= 0 {
 		ft.active = false
-		now := f.now
-		go ft.fire(now)
+		ft.fire(f.now)
 	}
 	return ft
 }
@@ -226,6 +289,7 @@ type fakeTimer struct {
 	active bool
 }
 
+// fire delivers the timer without blocking; called with f.mu held.
 func (t *fakeTimer) fire(now time.Time) {
 	if t.fn != nil {
 		go t.fn()
@@ -239,29 +303,46 @@ func (t *fakeTimer) fire(now time.Time) {
 
 func (t *fakeTimer) C() <-chan time.Time { return t.c }
 
+// Stop and Reset follow time.Timer since Go 1.23: a fired value not yet
+// received is discarded, so no receive after them sees a stale time, and
+// they report true when they prevented a value from being delivered.
 func (t *fakeTimer) Stop() bool {
 	t.f.mu.Lock()
 	defer t.f.mu.Unlock()
-	was := t.active
+	was := t.active || t.drain()
 	t.active = false
 	return was
 }
 
 func (t *fakeTimer) Reset(d time.Duration) bool {
 	t.f.mu.Lock()
-	was := t.active
+	defer t.f.mu.Unlock()
+	was := t.active || t.drain()
 	t.when = t.f.now.Add(d)
-	t.active = true
-	found := false
-	for _, x := range t.f.timers {
-		if x == t {
-			found = true
-			break
-		}
+	if d <= 0 {
+		// Like a real timer, one reset to zero fires now, not at the next
+		// Advance.
+		t.active = false
+		t.fire(t.f.now)
+		return was
 	}
-	if !found {
+	t.active = true
+	if !slices.Contains(t.f.timers, t) {
 		t.f.timers = append(t.f.timers, t)
 	}
-	t.f.mu.Unlock()
 	return was
+}
+
+// drain empties the channel of a channel timer, reporting whether it held a
+// value; called with f.mu held.
+func (t *fakeTimer) drain() bool {
+	if t.fn != nil {
+		return false
+	}
+	select {
+	case <-t.c:
+		return true
+	default:
+		return false
+	}
 }

@@ -7,6 +7,7 @@ package money
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -55,6 +56,9 @@ func Parse(s string) (Micros, error) {
 	if whole != "" {
 		var err error
 		if w, err = strconv.ParseUint(whole, 10, 63); err != nil {
+			if errors.Is(err, strconv.ErrRange) {
+				return 0, fmt.Errorf("money: %q is too large", orig)
+			}
 			return 0, fmt.Errorf("money: %q is not an amount", orig)
 		}
 	}
@@ -96,13 +100,8 @@ func (m Micros) String() string {
 // Format formats the amount with at least minDecimals decimals (0..6) and no
 // trailing zeros beyond them.
 func (m Micros) Format(minDecimals int) string {
-	sign := ""
-	v := int64(m)
-	if v < 0 {
-		sign = "-"
-		v = -v
-	}
-	whole, frac := v/int64(Dollar), v%int64(Dollar)
+	sign, v := m.signAbs()
+	whole, frac := v/uint64(Dollar), v%uint64(Dollar)
 	fs := fmt.Sprintf("%06d", frac)
 	for len(fs) > minDecimals && strings.HasSuffix(fs, "0") {
 		fs = fs[:len(fs)-1]
@@ -116,12 +115,17 @@ func (m Micros) Format(minDecimals int) string {
 // Decimal formats the amount as a plain decimal number with six places, the
 // form used on the wire ("3.060000").
 func (m Micros) Decimal() string {
-	sign := ""
-	v := int64(m)
-	if v < 0 {
-		sign, v = "-", -v
+	sign, v := m.signAbs()
+	return fmt.Sprintf("%s%d.%06d", sign, v/uint64(Dollar), v%uint64(Dollar))
+}
+
+// signAbs splits m into its sign and magnitude; the magnitude is unsigned
+// so that the most negative amount (where saturation lands) formats too.
+func (m Micros) signAbs() (string, uint64) {
+	if m < 0 {
+		return "-", magnitude(int64(m))
 	}
-	return fmt.Sprintf("%s%d.%06d", sign, v/int64(Dollar), v%int64(Dollar))
+	return "", uint64(m)
 }
 
 // Dollars converts to float64 dollars, for display and plots only.
@@ -129,32 +133,12 @@ func (m Micros) Dollars() float64 { return float64(m) / float64(Dollar) }
 
 // ForDuration is what an hourly price m bills for d of use, per second of use
 // with nanosecond precision, rounded half away from zero to a micro-dollar.
+// A result too large for Micros saturates.
 func (m Micros) ForDuration(d time.Duration) Micros {
 	if m == 0 || d == 0 {
 		return 0
 	}
-	neg := (m < 0) != (d < 0)
-	pm, pd := uint64(abs(int64(m))), uint64(abs(int64(d)))
-	hi, lo := bits.Mul64(pm, pd)
-	const hour = uint64(time.Hour)
-	if hi >= hour {
-		// The result would not fit in 64 bits: saturate.
-		if neg {
-			return math.MinInt64
-		}
-		return math.MaxInt64
-	}
-	q, r := bits.Div64(hi, lo, hour)
-	if r >= hour-r { // r >= hour/2, exact for odd hour too
-		q++
-	}
-	if q > math.MaxInt64 {
-		q = math.MaxInt64
-	}
-	if neg {
-		return -Micros(q)
-	}
-	return Micros(q)
+	return mulDiv(magnitude(int64(m)), magnitude(int64(d)), uint64(time.Hour), (m < 0) != (d < 0))
 }
 
 // MulInt multiplies by a count (instances, nodes), saturating on overflow.
@@ -162,14 +146,7 @@ func (m Micros) MulInt(n int) Micros {
 	if n == 0 || m == 0 {
 		return 0
 	}
-	r := int64(m) * int64(n)
-	if r/int64(n) != int64(m) {
-		if (m < 0) != (n < 0) {
-			return math.MinInt64
-		}
-		return math.MaxInt64
-	}
-	return Micros(r)
+	return mulDiv(magnitude(int64(m)), magnitude(int64(n)), 1, (m < 0) != (n < 0))
 }
 
 // Scale multiplies by a ratio num/den with rounding half away from zero;
@@ -178,26 +155,54 @@ func (m Micros) Scale(num, den int64) Micros {
 	if den == 0 {
 		panic("money: Scale by zero denominator")
 	}
-	neg := (m < 0) != ((num < 0) != (den < 0))
-	pm, pn, pd := uint64(abs(int64(m))), uint64(abs(num)), uint64(abs(den))
-	hi, lo := bits.Mul64(pm, pn)
-	if hi >= pd {
-		if neg {
-			return math.MinInt64
-		}
-		return math.MaxInt64
+	if m == 0 || num == 0 {
+		return 0
 	}
-	q, r := bits.Div64(hi, lo, pd)
-	if r >= pd-r {
+	return mulDiv(magnitude(int64(m)), magnitude(num), magnitude(den), (m < 0) != ((num < 0) != (den < 0)))
+}
+
+// mulDiv returns a*b/c rounded half away from zero, with the sign given by
+// neg, saturating at the ends of Micros. The product is 128-bit, so nothing
+// overflows on the way.
+func mulDiv(a, b, c uint64, neg bool) Micros {
+	limit := uint64(math.MaxInt64)
+	if neg {
+		limit++ // math.MinInt64 has one more unit of magnitude
+	}
+	hi, lo := bits.Mul64(a, b)
+	if hi >= c { // the quotient needs more than 64 bits
+		return saturated(neg)
+	}
+	q, r := bits.Div64(hi, lo, c)
+	if q > limit {
+		return saturated(neg)
+	}
+	if r >= c-r { // r >= c/2, exact for odd c too
 		q++
-	}
-	if q > math.MaxInt64 {
-		q = math.MaxInt64
+		if q > limit {
+			return saturated(neg)
+		}
 	}
 	if neg {
-		return -Micros(q)
+		return Micros(-int64(q)) // q == 1<<63 wraps to math.MinInt64, as wanted
 	}
 	return Micros(q)
+}
+
+func saturated(neg bool) Micros {
+	if neg {
+		return math.MinInt64
+	}
+	return math.MaxInt64
+}
+
+// magnitude is |v| as an unsigned number; unlike -v it is right for
+// math.MinInt64.
+func magnitude(v int64) uint64 {
+	if v < 0 {
+		return uint64(-(v + 1)) + 1
+	}
+	return uint64(v)
 }
 
 // MarshalJSON writes the amount as a JSON number with six decimals, so
@@ -226,11 +231,4 @@ func (m *Micros) UnmarshalJSON(b []byte) error {
 	}
 	*m = v
 	return nil
-}
-
-func abs(v int64) int64 {
-	if v < 0 {
-		return -v
-	}
-	return v
 }

@@ -125,8 +125,9 @@ func (s *Server) start(ctx, rctx context.Context) error {
 	}
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "spotwise", Name: "garbled_events_total", Help: "Events dropped because they could not be decoded."}, func() float64 { return float64(bus.Garbled()) }))
 	handler := s.api.Handler(map[string]http.Handler{
-		"/metrics":   promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		"/v1/status": http.HandlerFunc(s.status),
+		"/metrics":      promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		"/v1/status":    http.HandlerFunc(s.status),
+		"/v1/instances": http.HandlerFunc(s.instances),
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -198,6 +199,19 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		"nats":      s.bus.ClientURL(),
 		"scheduler": s.scheduler.Stats(),
 	})
+}
+
+// instances lists every instance the clouds run for spotwise, for
+// operators and end-to-end checks.
+func (s *Server) instances(w http.ResponseWriter, r *http.Request) {
+	insts, err := s.cloud.Instances(r.Context())
+	w.Header().Set("Content-Type", "application/json")
+	if err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "unavailable", "message": err.Error()}})
+		return
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"instances": insts})
 }
 
 // Close stops the server: HTTP first, then the scheduler and feeds, then

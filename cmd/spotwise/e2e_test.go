@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spotwise/spotwise/api"
+	"github.com/spotwise/spotwise/internal/testutil"
+	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/providers"
+)
+
+// The test binary doubles as the spotwise binary: with SPOTWISE_E2E_ARGS
+// set it runs the CLI with those arguments instead of the tests. The
+// end-to-end tests start real server processes this way and kill them with
+// SIGKILL.
+func TestMain(m *testing.M) {
+	if args := os.Getenv("SPOTWISE_E2E_ARGS"); args != "" {
+		os.Args = append([]string{"spotwise"}, strings.Split(args, "\x1f")...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type serverProc struct {
+	cmd  *exec.Cmd
+	addr string
+	log  *os.File
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startProc(t *testing.T, dir, addr string, extra ...string) *serverProc {
+	t.Helper()
+	args := append([]string{"server", "--data-dir", dir, "--http-addr", addr, "--nats-listen", "", "--log-level", "warn", "--log-format", "json"}, extra...)
+	logf, err := os.OpenFile(filepath.Join(t.TempDir(), "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "SPOTWISE_E2E_ARGS="+strings.Join(args, "\x1f"), "SPOTWISE_RECONCILE_EVERY=500ms")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &serverProc{cmd: cmd, addr: addr, log: logf}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("server log:\n%s", b)
+		}
+	})
+	testutil.CheckFor(t, 60*time.Second, 50*time.Millisecond, func() error {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	})
+	return p
+}
+
+func (p *serverProc) kill9(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(os.Kill); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.cmd.Wait()
+}
+
+func instancesOf(t *testing.T, addr string) []providers.Instance {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/v1/instances")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Instances []providers.Instance `json:"instances"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	return body.Instances
+}
+
+// TestKill9MidRunLosesNothingAndLaunchesNothingTwice starts a server,
+// submits jobs, kills the server with SIGKILL while they are being placed
+// and run, starts it again on the same data directory, and checks that
+// every job finishes, each on exactly the capacity it bought the first
+// time.
+func TestKill9MidRunLosesNothingAndLaunchesNothingTwice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts server processes")
+	}
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	p := startProc(t, dir, addr, "--sim-speed", "900")
+	c := api.NewClient(addr)
+	ctx := context.Background()
+	specs := map[string]int{ // file -> nodes
+		"bert-finetune.yaml": 1, "resnet50-spot.yaml": 1, "eu-only.yaml": 1, "batch-inference.yaml": 1, "multi-node": 4,
+	}
+	var ids []string
+	nodes := map[string]int{}
+	for i := range 3 {
+		for file, n := range specs {
+			b := []byte("name: multi-node\ncommand: [x]\nresources: {gpus_per_node: 8, nodes: 4, accelerators: [A100, H100]}\nwork: 3h on A100\npurchase: on-demand\n")
+			if file != "multi-node" {
+				var err error
+				if b, err = os.ReadFile(filepath.Join("..", "..", "examples", file)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			v, _, err := c.Submit(ctx, b, "application/yaml", fmt.Sprintf("%s-%d", file, i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, v.ID)
+			nodes[v.ID] = n
+		}
+	}
+	pending, _, err := c.Submit(ctx, []byte("name: never\ncommand: [x]\nresources: {gpus_per_node: 8, accelerators: [H100]}\nwork: 1h on H100\nmax_price_per_hour: 1.00\n"), "application/yaml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Kill as soon as some jobs hold capacity and others are still on
+	// their way.
+	testutil.CheckFor(t, 30*time.Second, 5*time.Millisecond, func() error {
+		l, err := c.List(ctx, api.Query{States: []job.State{job.Placing, job.Running}})
+		if err != nil {
+			return err
+		}
+		if len(l.Jobs) < 3 {
+			return fmt.Errorf("%d jobs hold capacity", len(l.Jobs))
+		}
+		return nil
+	})
+	p.kill9(t)
+
+	startProc(t, dir, addr, "--sim-speed", "900")
+	for _, id := range ids {
+		testutil.CheckFor(t, 90*time.Second, 100*time.Millisecond, func() error {
+			v, err := c.Get(ctx, id)
+			if err != nil {
+				return err
+			}
+			if v.State != job.Succeeded {
+				return fmt.Errorf("job %s is %s (%s)", id, v.State, v.Message)
+			}
+			return nil
+		})
+	}
+	byJob := map[string][]providers.Instance{}
+	for _, in := range instancesOf(t, addr) {
+		byJob[in.JobID] = append(byJob[in.JobID], in)
+	}
+	for _, id := range ids {
+		v, err := c.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Attempt != 1 || len(v.Attempts) != 1 || v.Attempts[0].Outcome != "succeeded" {
+			t.Errorf("job %s took %d attempts (%+v): the restart disturbed it", id, v.Attempt, v.Attempts)
+		}
+		insts := byJob[id]
+		if len(insts) != nodes[id] {
+			t.Errorf("job %s has %d instances, want %d: capacity was bought twice", id, len(insts), nodes[id])
+		}
+		for _, in := range insts {
+			if !in.State.Ended() {
+				t.Errorf("instance %s of finished job %s is still %s", in.ID, id, in.State)
+			}
+			if in.IdempotencyKey != job.LaunchKey(id, 1) {
+				t.Errorf("instance %s has key %s", in.ID, in.IdempotencyKey)
+			}
+		}
+		if v.CostUSD <= 0 {
+			t.Errorf("job %s cost nothing", id)
+		}
+	}
+	pv, err := c.Get(ctx, pending.ID)
+	if err != nil || pv.State != job.Queued || len(pv.PendingReasons) == 0 {
+		t.Errorf("unplaceable job after restart: %+v, %v", pv, err)
+	}
+}

@@ -1,0 +1,347 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/events/eventstest"
+	"github.com/spotwise/spotwise/internal/clock"
+	"github.com/spotwise/spotwise/internal/testutil"
+	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/providers"
+	"github.com/spotwise/spotwise/providers/catalog"
+	"github.com/spotwise/spotwise/providers/sim"
+	"github.com/spotwise/spotwise/scheduler"
+)
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// rig is a scheduler on a real embedded NATS server and the simulated
+// cloud (AWS us-east-1 only), with a fake clock.
+type rig struct {
+	bus   *events.Bus
+	clk   *clock.Fake
+	cloud *sim.Cloud
+	s     *scheduler.Scheduler
+	ctx   context.Context
+}
+
+type rigOpt struct{ noFeed, noScheduler bool }
+
+func newRig(t *testing.T, o rigOpt) *rig {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	clk := clock.NewFake(t0)
+	bus := eventstest.NewBus(t, clk)
+	cat := catalog.Default()
+	cloud, err := sim.New(ctx, sim.Options{Catalog: cat, Clock: clk, Seed: 7, Store: bus.SimStore(), Providers: []string{"aws"}, Regions: []string{"us-east-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{bus: bus, clk: clk, cloud: cloud, ctx: ctx}
+	t.Cleanup(func() {
+		cancel()
+		cloud.Close()
+	})
+	if !o.noFeed {
+		go func() { _ = bus.RunFeed(ctx, cloud, "sim") }()
+	}
+	if !o.noScheduler {
+		r.start(t)
+	}
+	return r
+}
+
+func (r *rig) start(t *testing.T) {
+	cat := catalog.Default()
+	r.s = scheduler.New(r.bus, scheduler.Options{Clock: r.clk, Log: eventstest.Logger(t), Clouds: map[string]providers.Provider{"aws": r.cloud},
+		Throughput: cat, Geography: cat.GeographyOf, ReconcileInterval: 100 * time.Millisecond, Debounce: time.Millisecond})
+	go func() { _ = r.s.Run(r.ctx) }()
+}
+
+func (r *rig) submit(t *testing.T, yaml string) *job.Record {
+	t.Helper()
+	spec, err := job.Parse([]byte(yaml), catalog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := r.clk.Now()
+	rec := &job.Record{ID: job.NewID(now), Spec: spec, Status: job.Status{State: job.Queued, SubmittedAt: now, UpdatedAt: now, DeadlineAt: spec.Deadline.Resolve(now), SpecHash: spec.Hash()}}
+	if _, err := r.bus.Jobs().Create(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func (r *rig) get(t *testing.T, id string) *job.Record {
+	t.Helper()
+	rec, _, err := r.bus.Jobs().Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func (r *rig) waitState(t *testing.T, id string, want job.State) *job.Record {
+	t.Helper()
+	var rec *job.Record
+	testutil.CheckFor(t, 15*time.Second, 10*time.Millisecond, func() error {
+		rec = r.get(t, id)
+		if rec.Status.State != want {
+			return fmt.Errorf("job is %s (%s), want %s", rec.Status.State, rec.Status.Message, want)
+		}
+		return nil
+	})
+	return rec
+}
+
+func (r *rig) instancesFor(t *testing.T, id string) []providers.Instance {
+	t.Helper()
+	all, err := r.cloud.Instances(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.DeleteFunc(all, func(in providers.Instance) bool { return in.JobID != id })
+}
+
+// bootAll advances the fake clock past every launch latency.
+func (r *rig) bootAll() { r.clk.Advance(10 * time.Minute) }
+
+const oneGPU = "name: t\ncommand: [x]\nresources: {gpus_per_node: 1, accelerators: [T4]}\nwork: 1h on T4\npurchase: on-demand\n"
+
+// cheapestT4 is the cheapest on-demand single-T4 offer the cloud sells.
+func cheapestT4(t *testing.T, cloud *sim.Cloud) providers.Offer {
+	offers, err := cloud.Offers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t4 := providers.Offers(offers).Filter(func(o providers.Offer) bool {
+		return o.GPU == "T4" && o.GPUs == 1 && o.Purchase == providers.OnDemand
+	})
+	o, ok := t4.Cheapest()
+	if !ok {
+		t.Fatal("no T4 offers")
+	}
+	return o
+}
+
+func TestPlacesRunsAndReleases(t *testing.T) {
+	r := newRig(t, rigOpt{})
+	rec := r.submit(t, oneGPU)
+	placing := r.waitState(t, rec.ID, job.Placing)
+	a := placing.Status.Current
+	if a == nil || a.N != 1 || a.LaunchKey != job.LaunchKey(rec.ID, 1) || a.Placement.GPU != "T4" {
+		t.Fatalf("attempt = %+v", a)
+	}
+	r.bootAll()
+	running := r.waitState(t, rec.ID, job.Running)
+	if got := r.instancesFor(t, rec.ID); len(got) != 1 || got[0].State != providers.InstanceRunning {
+		t.Fatalf("instances = %+v", got)
+	}
+	// The agent reports the exit: the job succeeds, is billed, and its
+	// instance is terminated.
+	r.clk.Advance(30 * time.Minute)
+	if err := r.bus.Publish(r.ctx, events.AgentSubject(rec.ID), &events.AgentReport{JobID: rec.ID, Attempt: 1, InstanceID: running.Status.Current.Instances[0], Kind: events.AgentExited}); err != nil {
+		t.Fatal(err)
+	}
+	done := r.waitState(t, rec.ID, job.Succeeded)
+	last := done.Status.Attempts[0]
+	want := last.Placement.HourlyCost().ForDuration(last.EndedAt.Sub(last.LaunchedAt))
+	if done.Status.EndedCost != want || want <= 0 {
+		t.Fatalf("cost %s, want %s", done.Status.EndedCost, want)
+	}
+	testutil.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		for _, in := range r.instancesFor(t, rec.ID) {
+			if !in.State.Ended() {
+				return fmt.Errorf("instance %s still %s", in.ID, in.State)
+			}
+		}
+		return nil
+	})
+}
+
+// A crash between recording "placing" and calling the cloud leaves a
+// placing job with a launch key and no instance; reconciliation launches
+// it with that key, once.
+func TestPlacingJobFromACrashIsLaunchedOnce(t *testing.T) {
+	for _, alreadyLaunched := range []bool{false, true} {
+		t.Run(fmt.Sprintf("launched before the crash=%v", alreadyLaunched), func(t *testing.T) {
+			r := newRig(t, rigOpt{noScheduler: true})
+			rec := r.submit(t, oneGPU)
+			o := cheapestT4(t, r.cloud)
+			key := job.LaunchKey(rec.ID, 1)
+			if _, _, err := r.bus.Jobs().Modify(r.ctx, rec.ID, func(x *job.Record) error {
+				x.Status.Attempt = 1
+				x.Status.Current = &job.Attempt{N: 1, LaunchKey: key, PlacedAt: t0, Placement: job.Placement{OfferID: o.ID(), Provider: o.Provider, Region: o.Region,
+					Zone: o.Zone, InstanceType: o.InstanceType, GPU: o.GPU, GPUs: o.GPUs, Nodes: 1, Purchase: string(o.Purchase), PricePerHour: o.Price}}
+				return x.MoveTo(job.Placing, t0, "placing")
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if alreadyLaunched {
+				if _, err := r.cloud.Launch(r.ctx, providers.LaunchRequest{IdempotencyKey: key, Offer: o, Count: 1, JobID: rec.ID, Attempt: 1}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r.start(t)
+			testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+				if len(r.instancesFor(t, rec.ID)) == 0 {
+					return errors.New("not launched yet")
+				}
+				return nil
+			})
+			r.bootAll()
+			got := r.waitState(t, rec.ID, job.Running)
+			if got.Status.Attempt != 1 {
+				t.Fatalf("attempt %d: the scheduler placed the job again instead of finishing the first placement", got.Status.Attempt)
+			}
+			insts := r.instancesFor(t, rec.ID)
+			if len(insts) != 1 || insts[0].IdempotencyKey != key {
+				t.Fatalf("instances = %+v: capacity bought %d times", insts, len(insts))
+			}
+		})
+	}
+}
+
+// A launch refused for lack of capacity puts the job on the next offer and
+// keeps the refused offer out of the next cycles.
+func TestInsufficientCapacityFallsThroughToTheNextOffer(t *testing.T) {
+	r := newRig(t, rigOpt{noFeed: true})
+	o := cheapestT4(t, r.cloud)
+	if err := r.cloud.SetAvailable(o.ID(), 0); err != nil {
+		t.Fatal(err)
+	}
+	// The book still believes in the offer: the feed is not running, and
+	// a hand-made book says capacity is unknown.
+	offers, _ := r.cloud.Offers(r.ctx)
+	var region []providers.Offer
+	for _, x := range offers {
+		if x.Region == o.Region {
+			if x.ID() == o.ID() {
+				// Believed plentiful and cheapest: the scheduler picks it.
+				x.Available, x.Capacity, x.Price = -1, providers.CapacityHigh, x.Price/2
+			}
+			region = append(region, x)
+		}
+	}
+	if err := r.bus.Publish(r.ctx, events.PricesSubject(o.Provider, o.Region), &events.OffersUpdated{Provider: o.Provider, Region: o.Region, Offers: region, Source: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	rec := r.submit(t, oneGPU)
+	var got *job.Record
+	testutil.CheckFor(t, 15*time.Second, 10*time.Millisecond, func() error {
+		got = r.get(t, rec.ID)
+		if got.Status.State != job.Placing || got.Status.Attempt != 2 {
+			return fmt.Errorf("job %s attempt %d (%s)", got.Status.State, got.Status.Attempt, got.Status.Message)
+		}
+		return nil
+	})
+	if got.Status.Attempts[0].Outcome != "launch-failed" || got.Status.Attempts[0].Placement.OfferID != o.ID() {
+		t.Fatalf("first attempt = %+v", got.Status.Attempts[0])
+	}
+	if got.Status.Current.Placement.OfferID == o.ID() {
+		t.Fatalf("second attempt went back to the refused offer")
+	}
+	h, err := r.bus.JobHistory(r.ctx, rec.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(h, func(e events.HistoryEntry) bool { return e.Event.Kind == events.KindLaunchFailed }) {
+		t.Fatalf("history lacks launch-failed")
+	}
+}
+
+// An instance that dies under a running job sends the job back to the
+// queue; it is placed again with a new attempt and the work it lost is
+// recorded.
+func TestLostInstanceRequeuesTheJob(t *testing.T) {
+	r := newRig(t, rigOpt{})
+	rec := r.submit(t, oneGPU)
+	r.waitState(t, rec.ID, job.Placing)
+	r.bootAll()
+	running := r.waitState(t, rec.ID, job.Running)
+	if _, _, err := r.bus.Jobs().Modify(r.ctx, rec.ID, func(x *job.Record) error { x.Status.Progress = 0.5; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cloud.FailInstance(running.Status.Current.Instances[0], "hardware failure"); err != nil {
+		t.Fatal(err)
+	}
+	var got *job.Record
+	testutil.CheckFor(t, 15*time.Second, 10*time.Millisecond, func() error {
+		got = r.get(t, rec.ID)
+		if got.Status.Attempt != 2 || !got.Status.State.Active() {
+			return fmt.Errorf("job %s attempt %d (%s)", got.Status.State, got.Status.Attempt, got.Status.Message)
+		}
+		return nil
+	})
+	if got.Status.Attempts[0].Outcome != "lost" || got.Status.WorkLost.D() != 30*time.Minute || got.Status.Progress != 0 {
+		t.Fatalf("after the loss: attempts %+v, work lost %s, progress %v", got.Status.Attempts, got.Status.WorkLost.D(), got.Status.Progress)
+	}
+}
+
+// Reconciliation terminates an instance no active job owns, for example
+// one left running when a server died after the job finished.
+func TestOrphanedInstanceIsTerminated(t *testing.T) {
+	r := newRig(t, rigOpt{noScheduler: true})
+	rec := r.submit(t, oneGPU)
+	if _, _, err := r.bus.Jobs().Modify(r.ctx, rec.ID, func(x *job.Record) error {
+		return x.MoveTo(job.Cancelled, t0, "cancelled")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	o := cheapestT4(t, r.cloud)
+	insts, err := r.cloud.Launch(r.ctx, providers.LaunchRequest{IdempotencyKey: job.LaunchKey(rec.ID, 1), Offer: o, Count: 1, JobID: rec.ID, Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stray, err := r.cloud.Launch(r.ctx, providers.LaunchRequest{IdempotencyKey: "no-such-job", Offer: o, Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.start(t)
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		all, _ := r.cloud.Instances(r.ctx)
+		for _, in := range all {
+			if (in.ID == insts[0].ID || in.ID == stray[0].ID) && !in.State.Ended() {
+				return fmt.Errorf("instance %s still %s", in.ID, in.State)
+			}
+		}
+		return nil
+	})
+}
+
+// A job cancelled while it runs has its instance terminated and its cost
+// closed.
+func TestCancelledRunningJobIsReleased(t *testing.T) {
+	r := newRig(t, rigOpt{})
+	rec := r.submit(t, oneGPU)
+	r.waitState(t, rec.ID, job.Placing)
+	r.bootAll()
+	r.waitState(t, rec.ID, job.Running)
+	r.clk.Advance(time.Hour)
+	if _, _, err := r.bus.Jobs().Modify(r.ctx, rec.ID, func(x *job.Record) error {
+		return x.MoveTo(job.Cancelled, r.clk.Now(), "cancelled by user")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		got := r.get(t, rec.ID)
+		if got.Status.Current != nil {
+			return errors.New("attempt still open")
+		}
+		for _, in := range r.instancesFor(t, rec.ID) {
+			if !in.State.Ended() {
+				return fmt.Errorf("instance %s still %s", in.ID, in.State)
+			}
+		}
+		if got.Status.EndedCost <= 0 || got.Status.Attempts[0].Outcome != "cancelled" {
+			return fmt.Errorf("attempt %+v", got.Status.Attempts)
+		}
+		return nil
+	})
+}
