@@ -68,7 +68,7 @@ func (s *Scheduler) launch(ctx context.Context, rec *job.Record) {
 	req := providers.LaunchRequest{
 		IdempotencyKey: a.LaunchKey, Offer: s.offerFor(a.Placement), Count: max(1, a.Placement.Nodes),
 		MaxPrice: a.MaxPrice, JobID: rec.ID, Attempt: a.N,
-		Tags: map[string]string{"spotwise:job": rec.ID, "spotwise:attempt": strconv.Itoa(a.N), "spotwise:name": rec.Spec.Name, "spotwise:team": rec.Spec.Team},
+		Tags:     map[string]string{"spotwise:job": rec.ID, "spotwise:attempt": strconv.Itoa(a.N), "spotwise:name": rec.Spec.Name, "spotwise:team": rec.Spec.Team},
 		Workload: workloadOf(rec),
 	}
 	var insts []providers.Instance
