@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/job"
 )
 
@@ -55,6 +56,16 @@ func errNotFound(id string) *Error {
 
 func errUnavailable(err error) *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the job store is unavailable: " + err.Error()}
+}
+
+// storeError is the error for a failed read or write of the job store: a
+// record that cannot be decoded is an internal error, since retrying will
+// not help; anything else is the store being unavailable.
+func storeError(err error) *Error {
+	if events.IsDecodeError(err) {
+		return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "the stored job cannot be read: " + err.Error()}
+	}
+	return errUnavailable(err)
 }
 
 func errInternal(err error) *Error {

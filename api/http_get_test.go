@@ -32,6 +32,8 @@ func TestHTTPGetJob(t *testing.T) {
 		{"unknown job", http.MethodGet, "/v1/jobs/" + unknown, http.StatusNotFound, api.CodeNotFound, ""},
 		{"upper-case id", http.MethodGet, "/v1/jobs/j-UPPER", http.StatusNotFound, api.CodeNotFound, ""},
 		{"escaped path traversal", http.MethodGet, "/v1/jobs/..%2F..", http.StatusNotFound, api.CodeNotFound, ""},
+		{"escaped dots", http.MethodGet, "/v1/jobs/%2e%2e", http.StatusNotFound, api.CodeNotFound, ""},
+		{"no id", http.MethodGet, "/v1/jobs/", http.StatusNotFound, api.CodeNotFound, ""},
 		{"escaped slash in id", http.MethodGet, "/v1/jobs/j-abc%2Fdef", http.StatusNotFound, api.CodeNotFound, ""},
 		{"subject wildcard id", http.MethodGet, "/v1/jobs/j-%3E", http.StatusNotFound, api.CodeNotFound, ""},
 		{"over-long id", http.MethodGet, "/v1/jobs/j-" + strings.Repeat("0", 100), http.StatusNotFound, api.CodeNotFound, ""},
@@ -97,10 +99,20 @@ func TestGetShowsHistoryAndPendingReasons(t *testing.T) {
 	ctx := t.Context()
 	id := e.submit(spec())
 	reasons := []job.PendingReason{{Code: "max-price", Offers: 12, Message: "12 offers: above max price"}}
-	b, _ := json.Marshal(map[string]any{"reasons": reasons})
-	if _, err := e.bus.Pending().Put(ctx, id, b); err != nil {
+	// Stand in for the scheduler, which answers for the jobs it looked at.
+	stop, err := e.bus.Serve(events.SubjectPendingReasons, func(_ context.Context, data []byte) []byte {
+		var req struct{ ID string }
+		_ = json.Unmarshal(data, &req)
+		if req.ID != id {
+			return []byte(`{"reasons":[]}`)
+		}
+		b, _ := json.Marshal(map[string]any{"reasons": reasons})
+		return b
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer stop()
 	if err := e.bus.Publish(ctx, events.JobEventsSubject(id), &events.JobEvent{JobID: id, Kind: events.KindPending, State: job.Queued, Message: "no offer fits", Reasons: reasons}); err != nil {
 		t.Fatal(err)
 	}

@@ -111,6 +111,7 @@ func TestHTTPListRefused(t *testing.T) {
 		{"one unknown state among known", "state=queued,sleeping"},
 		{"after not an id", "after=page-2"},
 		{"after upper case", "after=j-ABC"},
+		{"after an unknown keyed id", "after=" + job.IDForKey("vision", "never-used")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -193,6 +193,12 @@ func TestHTTPSubmitConcurrentRetriesCreateOneJob(t *testing.T) {
 	}
 }
 
+// padTo pads a YAML spec with a comment to exactly n bytes.
+func padTo(b []byte, n int) []byte {
+	b = append(b, "#"...)
+	return append(b, bytes.Repeat([]byte("x"), n-len(b))...)
+}
+
 func countOf[T comparable](s []T, v T) int {
 	n := 0
 	for _, x := range s {
@@ -258,6 +264,12 @@ func TestHTTPSubmitRefused(t *testing.T) {
 			wantStatus: http.StatusRequestEntityTooLarge, wantCode: api.CodeTooLarge,
 		},
 		{
+			name:       "body of exactly 1 MiB is read, and refused as a spec",
+			body:       padTo(spec().YAML(), api.MaxBodyBytes),
+			header:     map[string]string{"Content-Type": "application/yaml"},
+			wantStatus: http.StatusBadRequest, wantCode: api.CodeInvalidSpec,
+		},
+		{
 			name:       "spec over the spec limit but under the body limit",
 			body:       append(spec().YAML(), bytes.Repeat([]byte("# padding\n"), job.MaxSpecBytes/10+1)...),
 			header:     map[string]string{"Content-Type": "application/yaml"},
@@ -290,6 +302,7 @@ func TestHTTPSubmitRefused(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t)
 			r := e.post(tc.body, tc.header)
 			if r.status != tc.wantStatus {

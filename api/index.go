@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unique"
 
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/internal/money"
@@ -14,18 +15,39 @@ import (
 
 // index is the listing view of every job, kept by a watch on the job-state
 // bucket so that listing 100,000 jobs reads memory, not the store.
+//
+// Jobs are ordered by submission time, then ID. IDs alone are not enough:
+// a job submitted with an idempotency key gets an ID derived from the key,
+// which says nothing about when it came.
 type index struct {
 	mu    sync.RWMutex
 	byID  map[string]*entry
-	order []string // job IDs ascending (IDs are time-ordered)
+	order []*entry // listed jobs, oldest first
 	ready chan struct{}
 }
 
 type entry struct {
+	id string
+	// rev is the bucket revision the entry reflects; older changes are
+	// ignored, so the service's own writes (applied at once) and the
+	// watch (applied when it catches up) can arrive in any order.
+	rev uint64
+	// deleted marks a job removed from the bucket; the entry stays so a
+	// late change cannot bring it back, and so a cursor naming it still
+	// has a place in the order.
+	deleted    bool
 	sum        Summary
 	launchedAt time.Time
 	hourly     money.Micros
 	endedCost  money.Micros
+}
+
+// cmpKey orders jobs by submission time, then ID.
+func cmpKey(at time.Time, id string, bt time.Time, bid string) int {
+	if c := at.Compare(bt); c != 0 {
+		return c
+	}
+	return strings.Compare(id, bid)
 }
 
 func newIndex() *index {
@@ -37,34 +59,70 @@ func (ix *index) start(ctx context.Context, store *events.JobStore) error {
 	return store.Watch(ctx, ix.apply, func() { once.Do(func() { close(ix.ready) }) })
 }
 
+// search returns where a job submitted at at with ID id is, or would be,
+// in the order.
+func (ix *index) search(at time.Time, id string) (int, bool) {
+	return slices.BinarySearchFunc(ix.order, id, func(e *entry, id string) int {
+		return cmpKey(e.sum.SubmittedAt, e.id, at, id)
+	})
+}
+
+func (ix *index) insert(e *entry) {
+	if n := len(ix.order); n == 0 || cmpKey(ix.order[n-1].sum.SubmittedAt, ix.order[n-1].id, e.sum.SubmittedAt, e.id) < 0 {
+		ix.order = append(ix.order, e)
+		return
+	}
+	if i, found := ix.search(e.sum.SubmittedAt, e.id); !found {
+		ix.order = slices.Insert(ix.order, i, e)
+	}
+}
+
+func (ix *index) remove(e *entry) {
+	if i, found := ix.search(e.sum.SubmittedAt, e.id); found {
+		ix.order = slices.Delete(ix.order, i, i+1)
+	}
+}
+
+// apply records one change to the bucket, unless the index has already
+// seen a newer one for the job.
 func (ix *index) apply(c events.JobChange) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	e, ok := ix.byID[c.ID]
+	if ok && c.Revision <= e.rev {
+		return
+	}
 	if c.Record == nil {
-		if _, ok := ix.byID[c.ID]; ok {
-			delete(ix.byID, c.ID)
-			if i, found := slices.BinarySearch(ix.order, c.ID); found {
-				ix.order = slices.Delete(ix.order, i, i+1)
-			}
+		if !ok {
+			e = &entry{id: c.ID}
+			ix.byID[c.ID] = e
+		} else if !e.deleted {
+			ix.remove(e)
 		}
+		e.rev, e.deleted = c.Revision, true
 		return
 	}
 	r := c.Record
-	e, ok := ix.byID[c.ID]
-	if !ok {
-		e = &entry{}
+	listed := false
+	switch {
+	case !ok:
+		e = &entry{id: c.ID}
 		ix.byID[c.ID] = e
-		if n := len(ix.order); n == 0 || ix.order[n-1] < c.ID {
-			ix.order = append(ix.order, c.ID)
-		} else if i, found := slices.BinarySearch(ix.order, c.ID); !found {
-			ix.order = slices.Insert(ix.order, i, c.ID)
-		}
+	case !e.deleted && !e.sum.SubmittedAt.Equal(r.Status.SubmittedAt):
+		ix.remove(e) // re-inserted below at its new place
+	case !e.deleted:
+		listed = true
 	}
-	e.sum = Summary{ID: r.ID, Name: r.Spec.Name, Team: r.Spec.Team, Priority: r.Spec.Prio(), State: r.Status.State,
-		Placement: lastPlacement(r), Progress: r.Status.Progress, SubmittedAt: r.Status.SubmittedAt}
+	e.rev, e.deleted = c.Revision, false
+	// Names and teams repeat across many jobs: keep one copy of each.
+	e.sum = Summary{ID: e.id, Name: unique.Make(r.Spec.Name).Value(), Team: unique.Make(r.Spec.Team).Value(), Priority: r.Spec.Prio(),
+		State: r.Status.State, Placement: lastPlacement(r), Progress: r.Status.Progress, SubmittedAt: r.Status.SubmittedAt}
 	e.endedCost, e.launchedAt, e.hourly = r.Status.EndedCost, time.Time{}, 0
 	if a := r.Status.Current; a != nil && !a.LaunchedAt.IsZero() {
 		e.launchedAt, e.hourly = a.LaunchedAt, a.Placement.HourlyCost()
+	}
+	if !listed {
+		ix.insert(e)
 	}
 }
 
@@ -75,12 +133,14 @@ type Query struct {
 	Name   string
 	// Limit is the page size (default 100, at most 1000).
 	Limit int
-	// After continues a listing: jobs older than this ID.
+	// After continues a listing: the jobs listed after this one (the Next
+	// of the previous page), which are the ones submitted before it.
 	After string
 }
 
-// list returns jobs newest first.
-func (ix *index) list(q Query, now time.Time) JobList {
+// list returns jobs newest first; ok is false when q.After names a job the
+// index cannot place.
+func (ix *index) list(q Query, now time.Time) (list JobList, ok bool) {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = 100
@@ -90,11 +150,17 @@ func (ix *index) list(q Query, now time.Time) JobList {
 	defer ix.mu.RUnlock()
 	end := len(ix.order)
 	if q.After != "" {
-		end, _ = slices.BinarySearch(ix.order, q.After)
+		var at time.Time
+		if e, known := ix.byID[q.After]; known {
+			at = e.sum.SubmittedAt
+		} else if at, ok = idTime(q.After); !ok {
+			return JobList{}, false
+		}
+		end, _ = ix.search(at, q.After)
 	}
 	out := JobList{Jobs: []Summary{}}
 	for i := end - 1; i >= 0; i-- {
-		e := ix.byID[ix.order[i]]
+		e := ix.order[i]
 		if len(q.States) > 0 && !slices.Contains(q.States, e.sum.State) {
 			continue
 		}
@@ -115,5 +181,27 @@ func (ix *index) list(q Query, now time.Time) JobList {
 		}
 		out.Jobs = append(out.Jobs, s)
 	}
-	return out
+	return out, true
+}
+
+// idTime reads the submission time (to the millisecond) out of a
+// time-ordered job ID (job.NewID): its first 48 bits are Unix
+// milliseconds. IDs derived from idempotency keys carry no time.
+func idTime(id string) (time.Time, bool) {
+	const digits = "0123456789abcdefghjkmnpqrstvwxyz"
+	s := strings.TrimPrefix(id, "j-")
+	if len(s) != 26 || s[0] > '7' {
+		return time.Time{}, false
+	}
+	// 26 base-32 digits are 130 bits, the top two always zero, so the
+	// first 10 digits (50 bits) are the ID's top 48 bits.
+	var v uint64
+	for _, c := range s[:10] {
+		d := strings.IndexRune(digits, c)
+		if d < 0 {
+			return time.Time{}, false
+		}
+		v = v<<5 | uint64(d)
+	}
+	return time.UnixMilli(int64(v)), true
 }

@@ -129,6 +129,7 @@ func TestNATSSubmitGarbled(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			e := natsEnv(t)
 			r := e.request(events.SubjectSubmit, []byte(tc.data))
 			if r.Error == nil || r.Job != nil {

@@ -83,21 +83,25 @@ func (s *Service) Submit(ctx context.Context, body []byte, idempotencyKey, via s
 		State: job.Queued, Message: "waiting for placement", SubmittedAt: now, UpdatedAt: now,
 		DeadlineAt: deadline, IdempotencyKey: idempotencyKey, SpecHash: spec.Hash(),
 	}}
-	if _, err := s.jobs.Create(ctx, rec); err != nil {
+	rev, err := s.jobs.Create(ctx, rec)
+	if err != nil {
 		if errors.Is(err, events.ErrExists) && idempotencyKey != "" {
 			return s.replay(ctx, id, rec.Status.SpecHash)
 		}
 		return nil, errUnavailable(err)
 	}
+	// The watch will bring the record to the index too; applying it now
+	// means a listing right after the submission shows the job.
+	s.ix.apply(events.JobChange{ID: id, Revision: rev, Record: rec})
 	s.log.Info("job submitted", zap.String("job", id), zap.String("name", spec.Name), zap.String("team", spec.Team), zap.String("via", via))
-	if err := s.bus.Publish(ctx, events.SubjectJobSubmitted, &events.JobSubmitted{JobID: id, Name: spec.Name, Team: spec.Team, Priority: spec.Prio(), SubmittedAt: now, Via: via}, events.WithID(id+"-submitted")); err != nil {
+	if err := s.bus.Publish(ctx, events.SubjectJobSubmitted, &events.JobSubmitted{JobID: id, Name: spec.Name, Team: spec.Team, Priority: spec.Prio(), SubmittedAt: now, Via: via}); err != nil {
 		s.log.Warn("announcing submission (the scheduler still sees the job)", zap.String("job", id), zap.Error(err))
 	}
 	msg := "queued via " + via
 	if !deadline.IsZero() {
 		msg += ", deadline " + deadline.UTC().Format(time.RFC3339)
 	}
-	if err := s.bus.Publish(ctx, events.JobEventsSubject(id), &events.JobEvent{JobID: id, Kind: events.KindQueued, State: job.Queued, Message: msg}, events.WithID(id+"-queued")); err != nil {
+	if err := s.bus.Publish(ctx, events.JobEventsSubject(id), &events.JobEvent{JobID: id, Kind: events.KindQueued, State: job.Queued, Message: msg}); err != nil {
 		s.log.Warn("recording submission in history", zap.String("job", id), zap.Error(err))
 	}
 	v := viewOf(rec, now, nil, nil)
@@ -109,7 +113,7 @@ func (s *Service) Submit(ctx context.Context, body []byte, idempotencyKey, via s
 func (s *Service) replay(ctx context.Context, id, specHash string) (*SubmitResult, error) {
 	existing, _, err := s.jobs.Get(ctx, id)
 	if err != nil {
-		return nil, errUnavailable(err)
+		return nil, storeError(err)
 	}
 	if existing.Status.SpecHash != specHash {
 		return nil, &Error{Status: http.StatusConflict, Code: CodeConflict, Message: fmt.Sprintf("idempotency key already used for job %s with a different spec", id)}
@@ -131,7 +135,7 @@ func (s *Service) Get(ctx context.Context, id string) (*JobView, error) {
 		return nil, errNotFound(id)
 	}
 	if err != nil {
-		return nil, errUnavailable(err)
+		return nil, storeError(err)
 	}
 	return s.view(ctx, rec)
 }
@@ -139,20 +143,33 @@ func (s *Service) Get(ctx context.Context, id string) (*JobView, error) {
 func (s *Service) view(ctx context.Context, rec *job.Record) (*JobView, error) {
 	var reasons []job.PendingReason
 	if rec.Status.State == job.Queued {
-		if b, _, err := s.bus.Pending().Get(ctx, rec.ID); err == nil {
-			var info struct {
-				Reasons []job.PendingReason `json:"reasons"`
-			}
-			if json.Unmarshal(b, &info) == nil {
-				reasons = info.Reasons
-			}
-		}
+		reasons = s.pendingReasons(ctx, rec.ID)
 	}
 	history, err := s.bus.JobHistory(ctx, rec.ID, 500)
 	if err != nil {
 		s.log.Warn("reading job history", zap.String("job", rec.ID), zap.Error(err))
 	}
 	return viewOf(rec, s.clock.Now(), reasons, history), nil
+}
+
+// pendingReasons asks the active scheduler why a queued job is pending.
+// No answer (no scheduler running, or it has not looked at the job yet)
+// means no reasons, not an error.
+func (s *Service) pendingReasons(ctx context.Context, id string) []job.PendingReason {
+	req, _ := json.Marshal(map[string]string{"id": id})
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	b, err := s.bus.Request(rctx, events.SubjectPendingReasons, req)
+	if err != nil {
+		return nil
+	}
+	var reply struct {
+		Reasons []job.PendingReason `json:"reasons"`
+	}
+	if json.Unmarshal(b, &reply) != nil {
+		return nil
+	}
+	return reply.Reasons
 }
 
 // List returns a page of jobs, newest first.
@@ -165,7 +182,10 @@ func (s *Service) List(_ context.Context, q Query) (*JobList, error) {
 	if q.After != "" && !job.ValidID(q.After) {
 		return nil, errBadRequest("after: %q is not a job ID", q.After)
 	}
-	l := s.ix.list(q, s.clock.Now())
+	l, ok := s.ix.list(q, s.clock.Now())
+	if !ok {
+		return nil, errBadRequest("after: no job %q to continue the listing from; list again without after", q.After)
+	}
 	return &l, nil
 }
 
@@ -181,7 +201,7 @@ func (s *Service) Cancel(ctx context.Context, id, reason string) (*JobView, erro
 		msg += ": " + reason
 	}
 	var already bool
-	rec, _, err := s.jobs.Modify(ctx, id, func(r *job.Record) error {
+	rec, rev, err := s.jobs.Modify(ctx, id, func(r *job.Record) error {
 		already = false
 		switch {
 		case r.Status.State == job.Cancelled:
@@ -199,11 +219,12 @@ func (s *Service) Cancel(ctx context.Context, id, reason string) (*JobView, erro
 	case errors.Is(err, events.ErrNotFound):
 		return nil, errNotFound(id)
 	case err != nil:
-		return nil, errUnavailable(err)
+		return nil, storeError(err)
 	}
+	s.ix.apply(events.JobChange{ID: id, Revision: rev, Record: rec})
 	if !already {
 		s.log.Info("job cancelled", zap.String("job", id))
-		if err := s.bus.Publish(ctx, events.JobEventsSubject(id), &events.JobEvent{JobID: id, Kind: events.KindCancelled, State: job.Cancelled, Attempt: rec.Status.Attempt, Message: msg, Cost: rec.CostAt(now)}, events.WithID(id+"-cancelled")); err != nil {
+		if err := s.bus.Publish(ctx, events.JobEventsSubject(id), &events.JobEvent{JobID: id, Kind: events.KindCancelled, State: job.Cancelled, Attempt: rec.Status.Attempt, Message: msg, Cost: rec.CostAt(now)}); err != nil {
 			s.log.Warn("recording cancellation in history", zap.String("job", id), zap.Error(err))
 		}
 	}

@@ -92,7 +92,6 @@ type Bus struct {
 	source   string
 	replicas int
 	jobs     *JobStore
-	pending  *KV
 	meta     *KV
 	sim      *KV
 	garbled  atomic.Int64
@@ -207,7 +206,6 @@ func (b *Bus) ensure(ctx context.Context) error {
 		kvs[kc.Bucket] = kv
 	}
 	b.jobs = &JobStore{kv: kvs[BucketJobs], log: b.log}
-	b.pending = &KV{kv: kvs[BucketPending]}
 	b.meta = &KV{kv: kvs[BucketMeta]}
 	b.sim = &KV{kv: kvs[BucketSim]}
 	return nil
@@ -240,9 +238,6 @@ func (b *Bus) SetClock(c clock.Clock) { b.clock = c }
 
 // Jobs is the job-state bucket.
 func (b *Bus) Jobs() *JobStore { return b.jobs }
-
-// Pending is the bucket of pending reasons.
-func (b *Bus) Pending() *KV { return b.pending }
 
 // Meta is the bucket of server metadata.
 func (b *Bus) Meta() *KV { return b.meta }

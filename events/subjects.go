@@ -26,6 +26,11 @@ const (
 	SubjectList   = "spotwise.jobs.list"
 	SubjectGet    = "spotwise.jobs.get"
 	SubjectCancel = "spotwise.jobs.cancel"
+	// SubjectPendingReasons asks the active scheduler why a queued job is
+	// still pending (request {"id": ...}, reply {"reasons": [...]}). The
+	// reasons are recomputed every cycle, so they live in the scheduler's
+	// memory, not in a bucket.
+	SubjectPendingReasons = "spotwise.scheduler.pending"
 	// APIQueue is the queue group API responders join.
 	APIQueue = "spotwise-api"
 )
@@ -84,10 +89,9 @@ const (
 
 // Bucket names.
 const (
-	BucketJobs    = "spotwise_jobs"
-	BucketPending = "spotwise_pending"
-	BucketMeta    = "spotwise_meta"
-	BucketSim     = "spotwise_sim"
+	BucketJobs = "spotwise_jobs"
+	BucketMeta = "spotwise_meta"
+	BucketSim  = "spotwise_sim"
 )
 
 // streamConfigs is the retention of every stream, written down once. Limits
@@ -107,7 +111,7 @@ func streamConfigs(replicas int) []jetstream.StreamConfig {
 			MaxMsgSize:        1 << 20,
 			Storage:           jetstream.FileStorage,
 			Replicas:          replicas,
-			Duplicates:        10 * time.Minute,
+			Duplicates:        2 * time.Minute,
 		}
 	}
 	return []jetstream.StreamConfig{
@@ -130,7 +134,6 @@ func streamConfigs(replicas int) []jetstream.StreamConfig {
 func bucketConfigs(replicas int) []jetstream.KeyValueConfig {
 	return []jetstream.KeyValueConfig{
 		{Bucket: BucketJobs, Description: "job records (spec and status), updated with revision checks", History: 3, MaxValueSize: 1 << 20, Storage: jetstream.FileStorage, Replicas: replicas},
-		{Bucket: BucketPending, Description: "why each queued job is still pending", History: 1, MaxValueSize: 64 << 10, Storage: jetstream.FileStorage, Replicas: replicas},
 		{Bucket: BucketMeta, Description: "server metadata: clock anchors, leases", History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
 		{Bucket: BucketSim, Description: "the simulated cloud's instances", History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
 	}

@@ -78,7 +78,7 @@ func (d Deadline) MarshalJSON() ([]byte, error) {
 	switch {
 	case !d.At.IsZero():
 		// RFC3339Nano, so a deadline with fractional seconds survives a
-		// round trip; whole seconds are written as RFC 3339 without them.
+		// round trip; whole seconds are still written without a fraction.
 		return json.Marshal(d.At.UTC().Format(time.RFC3339Nano))
 	case d.Within > 0:
 		return json.Marshal(d.Within.String())

@@ -100,8 +100,15 @@ func LaunchKey(id string, n int) string { return fmt.Sprintf("%s-a%d", id, n) }
 
 // CostAt is what the job has cost up to now: ended attempts plus the
 // current one's billed time.
+//
+// A finished job whose attempt is still being closed (its instances are
+// being terminated) is shown billed up to when it finished; closing the
+// attempt bills the teardown too, so the cost shown never goes down.
 func (r *Record) CostAt(now time.Time) money.Micros {
 	c := r.Status.EndedCost
+	if r.Status.State.Terminal() && !r.Status.FinishedAt.IsZero() && r.Status.FinishedAt.Before(now) {
+		now = r.Status.FinishedAt
+	}
 	if a := r.Status.Current; a != nil && !a.LaunchedAt.IsZero() && now.After(a.LaunchedAt) {
 		c += a.Placement.HourlyCost().ForDuration(now.Sub(a.LaunchedAt))
 	}

@@ -56,9 +56,12 @@ func (s *State) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
-	if !State(v).Valid() {
+	// Use the constant, not the decoded copy: a large index holds one
+	// state per job.
+	i := slices.Index(States, State(v))
+	if i < 0 {
 		return fmt.Errorf("unknown job state %q", v)
 	}
-	*s = State(v)
+	*s = States[i]
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unique"
 
 	"github.com/spotwise/spotwise/bidding"
 	"github.com/spotwise/spotwise/internal/money"
@@ -22,8 +23,41 @@ type QueuedJob struct {
 	DeadlineAt  time.Time
 	// Progress is the fraction of the work already done and kept.
 	Progress float64
-	// Spec holds the placement-relevant fields of the job's spec.
-	Spec *job.Spec
+	// Req is what the job needs; jobs with the same needs share one value.
+	Req unique.Handle[Requirements]
+}
+
+// Requirements is the placement-relevant part of a job spec, in a
+// comparable form (lists joined with commas) so that identical needs are
+// stored once however many jobs have them, and compiled once per cycle.
+type Requirements struct {
+	Accelerators   string
+	MinGPUMemoryGB int
+	GPUsPerNode    int
+	Nodes          int
+	MinVCPUs       int
+	MinMemoryGiB   int
+	Purchase       string
+	MaxPrice       money.Micros
+	// Work is the whole job's wall time on RefGPU for Class.
+	Work   time.Duration
+	RefGPU string
+	Class  string
+	// Placement rules, comma-joined.
+	Providers, DenyProviders, Regions, DenyRegions, Geographies string
+}
+
+// RequirementsOf extracts a spec's placement needs.
+func RequirementsOf(s *job.Spec) unique.Handle[Requirements] {
+	r := s.Resources
+	p := s.Placement
+	j := func(l []string) string { return strings.Join(l, ",") }
+	return unique.Make(Requirements{
+		Accelerators: j(r.Accelerators), MinGPUMemoryGB: r.MinGPUMemoryGB, GPUsPerNode: max(1, r.GPUsPerNode), Nodes: max(1, r.Nodes),
+		MinVCPUs: r.MinVCPUs, MinMemoryGiB: r.MinMemoryGiB, Purchase: s.Purchase, MaxPrice: s.MaxPricePerHour,
+		Work: s.Work.ReferenceDuration(s.TotalGPUs()), RefGPU: s.Work.ReferenceGPU, Class: s.Class(),
+		Providers: j(p.Providers), DenyProviders: j(p.DenyProviders), Regions: j(p.Regions), DenyRegions: j(p.DenyRegions), Geographies: j(p.Geographies),
+	})
 }
 
 // queueLess orders the queue: higher priority first, then first come first
@@ -38,13 +72,11 @@ func queueLess(a, b *QueuedJob) int {
 	return cmp.Compare(a.ID, b.ID)
 }
 
-// placementSpec keeps the fields of a spec that placement reads and drops
-// the rest (command, env, labels), which can be large.
-func placementSpec(s *job.Spec) *job.Spec {
-	c := *s
-	c.Labels, c.Image, c.Command, c.Env = nil, "", nil, nil
-	c.Checkpoint.Command = nil
-	return &c
+func split(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }
 
 // compiledOffer is an offer with its names turned into small indexes.
@@ -137,24 +169,12 @@ func compileOffers(offers []providers.Offer, now time.Time, unavailable map[stri
 	return co
 }
 
-// compiledJob is a queued job's constraints as bit sets and per-GPU-type
-// runtimes over one cycle's offer book.
+// compiledJob is a queued job's constraints over one cycle's offer book.
 type compiledJob struct {
-	q         *QueuedJob
-	gpus      []bool          // by group index: acceptable GPU type
-	runtime   []time.Duration // by group index: remaining runtime
-	regions   []bool          // by region index: allowed
-	purchases uint8
-	nodes     int
-	perNode   int
-	minMem    int
-	minVCPUs  int
-	minRAM    float64
-	maxPrice  money.Micros
-	deadline  time.Time
-	// err is set when the job cannot be sized on a GPU type (no
-	// throughput figure): it is reported, not placed.
-	err string
+	q *QueuedJob
+	*needs
+	runtime  []time.Duration // by group index: remaining runtime
+	deadline time.Time
 }
 
 // gpuMatches reports whether an accelerator entry names gpu by its exact
@@ -168,37 +188,52 @@ func gpuMatches(entry, gpu string) bool {
 	return strings.EqualFold(entry, fam)
 }
 
-func (co *compiledOffers) compileJob(q *QueuedJob, tp bidding.ThroughputTable, rules *ruleCache) *compiledJob {
-	s := q.Spec
-	cj := &compiledJob{
-		q:        q,
-		gpus:     make([]bool, len(co.groups)),
-		runtime:  make([]time.Duration, len(co.groups)),
-		nodes:    max(1, s.Resources.Nodes),
-		perNode:  max(1, s.Resources.GPUsPerNode),
-		minMem:   s.Resources.MinGPUMemoryGB,
-		minVCPUs: s.Resources.MinVCPUs,
-		minRAM:   float64(s.Resources.MinMemoryGiB),
-		maxPrice: s.MaxPricePerHour,
-		deadline: q.DeadlineAt,
-	}
-	switch s.Purchase {
+// needs is a Requirements compiled against one cycle's offer book;
+// shared by every job with the same requirements.
+type needs struct {
+	gpus      []bool          // by group index: acceptable GPU type
+	runtime   []time.Duration // by group index: full work's runtime
+	regions   []bool          // by region index: allowed
+	purchases uint8
+	accels    []string
+	nodes     int
+	perNode   int
+	minMem    int
+	minVCPUs  int
+	minRAM    float64
+	maxPrice  money.Micros
+	purchase  string
+	// err is set when the job cannot be sized on a GPU type (no
+	// throughput figure): it is reported, not placed.
+	err string
+
+	// The static scan, done once and only when a job with these needs is
+	// left unplaced: what the filters that do not change within a cycle
+	// reject, and the offers that pass them.
+	scanned      bool
+	static       [numReasons]int
+	cands        [][]*compiledOffer // by group, cheapest first
+	cheapestOver money.Micros       // cheapest offer over the max price; -1 if none
+	staticMsgs   [numReasons]string
+	staticOnly   []job.PendingReason
+}
+
+func (co *compiledOffers) compileNeeds(r *Requirements, tp bidding.ThroughputTable, rules *ruleCache) *needs {
+	n := &needs{gpus: make([]bool, len(co.groups)), runtime: make([]time.Duration, len(co.groups)), accels: split(r.Accelerators),
+		nodes: r.Nodes, perNode: r.GPUsPerNode, minMem: r.MinGPUMemoryGB, minVCPUs: r.MinVCPUs,
+		minRAM: float64(r.MinMemoryGiB), maxPrice: r.MaxPrice, purchase: r.Purchase}
+	switch r.Purchase {
 	case job.PurchaseSpot:
-		cj.purchases = 1
+		n.purchases = 1
 	case job.PurchaseOnDemand:
-		cj.purchases = 2 | 4
+		n.purchases = 2 | 4
 	default:
-		cj.purchases = 1 | 2 | 4
+		n.purchases = 1 | 2 | 4
 	}
-	remaining := s.Work.ReferenceDuration(s.TotalGPUs())
-	if q.Progress > 0 {
-		remaining = bidding.ScaleDuration(remaining, 1-min(q.Progress, 1))
-	}
-	class := s.Class()
 	for gi := range co.groups {
 		name := co.groups[gi].name
-		ok := len(s.Resources.Accelerators) == 0
-		for _, a := range s.Resources.Accelerators {
+		ok := len(n.accels) == 0
+		for _, a := range n.accels {
 			if gpuMatches(a, name) {
 				ok = true
 				break
@@ -207,27 +242,40 @@ func (co *compiledOffers) compileJob(q *QueuedJob, tp bidding.ThroughputTable, r
 		if !ok {
 			continue
 		}
-		rt, err := bidding.Runtime(tp, remaining, s.Work.ReferenceGPU, name, class)
+		rt, err := bidding.Runtime(tp, r.Work, r.RefGPU, name, r.Class)
 		if err != nil {
-			cj.err = err.Error()
+			n.err = err.Error()
 			continue
 		}
-		cj.gpus[gi] = true
-		cj.runtime[gi] = rt
+		n.gpus[gi] = true
+		n.runtime[gi] = rt
 	}
-	cj.regions = rules.allowed(&s.Placement, co)
+	n.regions = rules.allowed(r, co)
+	return n
+}
+
+func (co *compiledOffers) compileJob(q *QueuedJob, nd *needs) *compiledJob {
+	cj := &compiledJob{q: q, needs: nd, runtime: nd.runtime, deadline: q.DeadlineAt}
+	if q.Progress > 0 {
+		left := 1 - min(q.Progress, 1)
+		cj.runtime = make([]time.Duration, len(nd.runtime))
+		for i, rt := range nd.runtime {
+			cj.runtime[i] = bidding.ScaleDuration(rt, left)
+		}
+	}
 	return cj
 }
 
-// ruleCache shares region masks between jobs with the same placement rules
-// (most jobs have none), so compiling a large queue stays cheap.
+// ruleCache shares region masks between jobs with the same placement
+// rules (most jobs have none), so compiling a large queue stays cheap.
 type ruleCache struct {
 	all   []bool
-	byKey map[string][]bool
+	byKey map[[5]string][]bool
 }
 
-func (rc *ruleCache) allowed(p *job.PlacementRules, co *compiledOffers) []bool {
-	if len(p.Providers) == 0 && len(p.DenyProviders) == 0 && len(p.Regions) == 0 && len(p.DenyRegions) == 0 && len(p.Geographies) == 0 {
+func (rc *ruleCache) allowed(r *Requirements, co *compiledOffers) []bool {
+	key := [5]string{r.Providers, r.DenyProviders, r.Regions, r.DenyRegions, r.Geographies}
+	if key == ([5]string{}) {
 		if rc.all == nil {
 			rc.all = make([]bool, len(co.regions))
 			for i := range rc.all {
@@ -236,17 +284,16 @@ func (rc *ruleCache) allowed(p *job.PlacementRules, co *compiledOffers) []bool {
 		}
 		return rc.all
 	}
-	key := strings.Join(p.Providers, ",") + "|" + strings.Join(p.DenyProviders, ",") + "|" +
-		strings.Join(p.Regions, ",") + "|" + strings.Join(p.DenyRegions, ",") + "|" + strings.Join(p.Geographies, ",")
 	if m, ok := rc.byKey[key]; ok {
 		return m
 	}
+	p := &job.PlacementRules{Providers: split(r.Providers), DenyProviders: split(r.DenyProviders), Regions: split(r.Regions), DenyRegions: split(r.DenyRegions), Geographies: split(r.Geographies)}
 	m := make([]bool, len(co.regions))
-	for i, r := range co.regions {
-		m[i] = regionAllowed(p, r.provider, r.region, co.geos[i])
+	for i, rg := range co.regions {
+		m[i] = regionAllowed(p, rg.provider, rg.region, co.geos[i])
 	}
 	if rc.byKey == nil {
-		rc.byKey = map[string][]bool{}
+		rc.byKey = map[[5]string][]bool{}
 	}
 	rc.byKey[key] = m
 	return m

@@ -2,10 +2,7 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
-	"slices"
-	"strconv"
-	"strings"
+	"hash/fnv"
 	"time"
 
 	"go.uber.org/zap"
@@ -36,12 +33,7 @@ func (s *Scheduler) cycle(ctx context.Context) {
 	}
 	plan := Decide(Snapshot{Now: now, Jobs: batch, Offers: offers, Unavailable: unavailable, Throughput: s.o.Throughput, Geography: s.o.Geography})
 
-	type reasonsWrite struct {
-		id      string
-		reasons []job.PendingReason
-		changed bool
-	}
-	var writes []reasonsWrite
+	var changed []Pending
 	s.mu.Lock()
 	for _, p := range plan.Placements {
 		e := s.index[p.JobID]
@@ -58,72 +50,37 @@ func (s *Scheduler) cycle(ctx context.Context) {
 			continue
 		}
 		e.seen = version
-		key := reasonsKey(p.Reasons)
-		if key != e.reasonsKey {
-			codes := codesOf(e.reasonsKey) != codesOf(key)
-			e.reasonsKey = key
-			writes = append(writes, reasonsWrite{p.JobID, p.Reasons, codes})
+		e.pending = p.Reasons
+		if codes := codesHash(p.Reasons); codes != e.codes {
+			e.codes = codes
+			changed = append(changed, p)
 		}
 	}
 	s.mu.Unlock()
 	s.metrics.cycles.Add(1)
 	s.metrics.lastCycle.Store(int64(time.Since(start)))
-	if len(writes) > 0 {
+	if len(changed) > 0 {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			for _, w := range writes {
-				s.writeReasons(ctx, w.id, w.reasons, w.changed)
+			for _, p := range changed {
+				s.emit(ctx, &events.JobEvent{JobID: p.JobID, Kind: events.KindPending, State: job.Queued, Reasons: p.Reasons,
+					Message: "not placed yet: " + p.Reasons[len(p.Reasons)-1].Message}, "")
 			}
 		}()
 	}
 	s.log.Debug("cycle", zap.Int("jobs", len(batch)), zap.Int("placed", len(plan.Placements)), zap.Int("pending", len(plan.Pending)), zap.Duration("took", time.Since(start)))
 }
 
-// PendingInfo is what the pending bucket holds for a queued job.
-type PendingInfo struct {
-	Reasons     []job.PendingReason `json:"reasons"`
-	EvaluatedAt time.Time           `json:"evaluated_at"`
-}
-
-// writeReasons stores why a job is pending and, when the kinds of reasons
-// changed, records it in the job's history.
-func (s *Scheduler) writeReasons(ctx context.Context, id string, reasons []job.PendingReason, changed bool) {
-	b, err := json.Marshal(PendingInfo{Reasons: reasons, EvaluatedAt: s.o.Clock.Now()})
-	if err != nil {
-		return
-	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := s.bus.Pending().Put(wctx, id, b); err != nil {
-		s.log.Warn("storing pending reasons", zap.String("job", id), zap.Error(err))
-		return
-	}
-	if changed {
-		s.emit(wctx, &events.JobEvent{JobID: id, Kind: events.KindPending, State: job.Queued, Reasons: reasons,
-			Message: "not placed yet: " + reasons[len(reasons)-1].Message}, id+"-pending-"+codesOf(reasonsKey(reasons)))
-	}
-}
-
-// reasonsKey summarises reasons for change detection: codes and counts.
-func reasonsKey(rs []job.PendingReason) string {
-	var b strings.Builder
+// codesHash hashes the kinds of pending reasons: a change of kind is
+// worth a history entry; a change of count is not.
+func codesHash(rs []job.PendingReason) uint64 {
+	h := fnv.New64a()
 	for _, r := range rs {
-		b.WriteString(r.Code)
-		b.WriteByte(':')
-		b.WriteString(strconv.Itoa(r.Offers))
-		b.WriteByte(',')
+		h.Write([]byte(r.Code))
+		h.Write([]byte{0})
 	}
-	return b.String()
-}
-
-// codesOf keeps only the codes of a reasons key.
-func codesOf(key string) string {
-	parts := strings.Split(key, ",")
-	for i, p := range parts {
-		parts[i], _, _ = strings.Cut(p, ":")
-	}
-	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), "+")
+	return h.Sum64() | 1
 }
 
 // emit publishes a job event, logging (not failing) when it cannot: the

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"math"
 	"time"
+	"unique"
 
 	"github.com/spotwise/spotwise/bidding"
 	"github.com/spotwise/spotwise/internal/money"
@@ -56,9 +57,16 @@ type Plan struct {
 func Decide(s Snapshot) Plan {
 	co := compileOffers(s.Offers, s.Now, s.Unavailable, s.Geography)
 	rules := &ruleCache{}
+	compiled := map[unique.Handle[Requirements]]*needs{}
 	var plan Plan
 	for _, q := range s.Jobs {
-		cj := co.compileJob(q, s.Throughput, rules)
+		nd, ok := compiled[q.Req]
+		if !ok {
+			r := q.Req.Value()
+			nd = co.compileNeeds(&r, s.Throughput, rules)
+			compiled[q.Req] = nd
+		}
+		cj := co.compileJob(q, nd)
 		best, est := co.cheapest(cj, s.Now)
 		if best == nil {
 			plan.Pending = append(plan.Pending, Pending{JobID: q.ID, Reasons: co.explain(cj, s.Now)})
@@ -76,30 +84,38 @@ func Decide(s Snapshot) Plan {
 	return plan
 }
 
-// feasible runs the filter stages on one offer and returns the first reason
-// it fails, or reasonNone.
-func (cj *compiledJob) feasible(o *compiledOffer, regions []bool) reason {
+// staticReason runs the filter stages whose answer does not change within
+// a cycle (cheap ones first) and returns the first that rejects the offer,
+// or reasonNone.
+func (n *needs) staticReason(o *compiledOffer) reason {
 	off := o.offer
 	switch {
-	case !cj.gpus[o.gpu]:
+	case !n.gpus[o.gpu]:
 		return reasonGPUType
-	case off.GPUMemoryGB < cj.minMem:
+	case off.GPUMemoryGB < n.minMem:
 		return reasonGPUMemory
-	case off.GPUs < cj.perNode:
+	case off.GPUs < n.perNode:
 		return reasonGPUCount
-	case off.VCPUs < cj.minVCPUs:
+	case off.VCPUs < n.minVCPUs:
 		return reasonVCPUs
-	case off.MemoryGiB < cj.minRAM:
+	case off.MemoryGiB < n.minRAM:
 		return reasonMemory
-	case !regions[o.region]:
+	case !n.regions[o.region]:
 		return reasonRegion
-	case cj.purchases&o.purchase == 0:
+	case n.purchases&o.purchase == 0:
 		return reasonPurchase
-	case cj.maxPrice > 0 && o.price > cj.maxPrice:
+	case n.maxPrice > 0 && o.price > n.maxPrice:
 		return reasonMaxPrice
+	}
+	return reasonNone
+}
+
+// dynamicReason runs the stages that change as the cycle places jobs.
+func dynamicReason(o *compiledOffer, nodes int) reason {
+	switch {
 	case o.blocked:
 		return reasonUnavailable
-	case o.available >= 0 && o.available < cj.nodes:
+	case o.available >= 0 && o.available < nodes:
 		return reasonCapacity
 	}
 	return reasonNone
@@ -120,12 +136,14 @@ func (co *compiledOffers) cheapest(cj *compiledJob, now time.Time) (*compiledOff
 		}
 		g := &co.groups[gi]
 		runtime := cj.runtime[gi]
+		// Every later offer in the group costs at least price x hours;
+		// the bound only prunes, so a float (with a margin) is enough.
+		hours := float64(cj.nodes) * (runtime + g.minStartup).Hours()
 		for _, o := range g.offers {
-			// Every later offer in the group costs at least this much.
-			if bound := o.price.MulInt(cj.nodes).ForDuration(runtime + g.minStartup); bound > bestCost {
+			if bestCost != math.MaxInt64 && float64(o.price)*hours > float64(bestCost)*(1+1e-9)+1 {
 				break
 			}
-			if cj.feasible(o, cj.regions) != reasonNone {
+			if cj.staticReason(o) != reasonNone || dynamicReason(o, cj.nodes) != reasonNone {
 				continue
 			}
 			est := bidding.CostToFinish(now, o.price, cj.nodes, o.startup, runtime)

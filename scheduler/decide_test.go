@@ -44,7 +44,10 @@ func (b *offerB) zone(z string) *offerB { b.o.Zone = z; return b }
 func (b *offerB) get() providers.Offer  { return b.o }
 
 // jobB builds queued test jobs.
-type jobB struct{ q QueuedJob }
+type jobB struct {
+	q    QueuedJob
+	spec *job.Spec
+}
 
 func queued(id string, work string) *jobB {
 	var w job.Work
@@ -53,19 +56,23 @@ func queued(id string, work string) *jobB {
 	}
 	p := 100
 	s := &job.Spec{Name: id, Team: "t", Priority: &p, Resources: job.Resources{GPUsPerNode: 1, Nodes: 1}, Work: w, Purchase: job.PurchaseAuto, Workload: "training", Precision: "fp16"}
-	return &jobB{QueuedJob{ID: id, Priority: 100, SubmittedAt: t0, Spec: s}}
+	return &jobB{QueuedJob{ID: id, Priority: 100, SubmittedAt: t0}, s}
 }
 
-func (b *jobB) gpus(n int) *jobB               { b.q.Spec.Resources.GPUsPerNode = n; return b }
-func (b *jobB) nodes(n int) *jobB              { b.q.Spec.Resources.Nodes = n; return b }
-func (b *jobB) accel(a ...string) *jobB        { b.q.Spec.Resources.Accelerators = a; return b }
+func (b *jobB) gpus(n int) *jobB               { b.spec.Resources.GPUsPerNode = n; return b }
+func (b *jobB) nodes(n int) *jobB              { b.spec.Resources.Nodes = n; return b }
+func (b *jobB) accel(a ...string) *jobB        { b.spec.Resources.Accelerators = a; return b }
 func (b *jobB) deadline(d time.Duration) *jobB { b.q.DeadlineAt = t0.Add(d); return b }
-func (b *jobB) maxPrice(p string) *jobB        { b.q.Spec.MaxPricePerHour = money.MustParse(p); return b }
-func (b *jobB) purchase(p string) *jobB        { b.q.Spec.Purchase = p; return b }
+func (b *jobB) maxPrice(p string) *jobB        { b.spec.MaxPricePerHour = money.MustParse(p); return b }
+func (b *jobB) purchase(p string) *jobB        { b.spec.Purchase = p; return b }
 func (b *jobB) prio(p int) *jobB               { b.q.Priority = p; return b }
-func (b *jobB) geos(g ...string) *jobB         { b.q.Spec.Placement.Geographies = g; return b }
-func (b *jobB) regions(r ...string) *jobB      { b.q.Spec.Placement.Regions = r; return b }
-func (b *jobB) get() *QueuedJob                { q := b.q; return &q }
+func (b *jobB) geos(g ...string) *jobB         { b.spec.Placement.Geographies = g; return b }
+func (b *jobB) regions(r ...string) *jobB      { b.spec.Placement.Regions = r; return b }
+func (b *jobB) get() *QueuedJob {
+	q := b.q
+	q.Req = RequirementsOf(b.spec)
+	return &q
+}
 
 func geo(provider, region string) string {
 	if strings.HasPrefix(region, "eu") {

@@ -44,23 +44,49 @@ var reasonCodes = [numReasons]string{
 	reasonDeadline:    "deadline",
 }
 
-// explain scans every offer for a job that could not be placed and counts
-// what rejected each, keeping the nearest miss for the messages.
+// staticScan sorts every offer into rejected-by-a-static-filter (counted)
+// or candidate, once per needs per cycle.
+func (n *needs) staticScan(co *compiledOffers) {
+	if n.scanned {
+		return
+	}
+	n.scanned = true
+	n.cheapestOver = -1
+	n.cands = make([][]*compiledOffer, len(co.groups))
+	for gi := range co.groups {
+		g := &co.groups[gi]
+		if !n.gpus[gi] {
+			n.static[reasonGPUType] += len(g.offers)
+			continue
+		}
+		for _, o := range g.offers {
+			r := n.staticReason(o)
+			if r == reasonNone {
+				n.cands[gi] = append(n.cands[gi], o)
+				continue
+			}
+			if r == reasonMaxPrice && (n.cheapestOver < 0 || o.price < n.cheapestOver) {
+				n.cheapestOver = o.price
+			}
+			n.static[r]++
+		}
+	}
+}
+
+// explain counts what rejected each offer for a job that could not be
+// placed, keeping the nearest miss for the messages. The static part is
+// shared by every job with the same needs; only the candidates are looked
+// at per job.
 func (co *compiledOffers) explain(cj *compiledJob, now time.Time) []job.PendingReason {
 	if len(co.all) == 0 {
 		return []job.PendingReason{{Code: "no-offers", Message: "no offers are known yet: waiting for price feeds"}}
 	}
-	var counts [numReasons]int
-	var cheapestOver money.Micros = -1
+	cj.staticScan(co)
+	counts := cj.static
 	var earliest time.Time
-	for gi := range co.groups {
-		g := &co.groups[gi]
-		if !cj.gpus[gi] {
-			counts[reasonGPUType] += len(g.offers)
-			continue
-		}
-		for _, o := range g.offers {
-			r := cj.feasible(o, cj.regions)
+	for gi, cands := range cj.cands {
+		for _, o := range cands {
+			r := dynamicReason(o, cj.nodes)
 			if r == reasonNone {
 				est := bidding.CostToFinish(now, o.price, cj.nodes, o.startup, cj.runtime[gi])
 				if bidding.MeetsDeadline(est, cj.deadline) {
@@ -71,18 +97,29 @@ func (co *compiledOffers) explain(cj *compiledJob, now time.Time) []job.PendingR
 					earliest = est.Finish
 				}
 			}
-			if r == reasonMaxPrice && (cheapestOver < 0 || o.price < cheapestOver) {
-				cheapestOver = o.price
-			}
 			counts[r]++
 		}
+	}
+	if counts == cj.static && cj.staticOnly != nil {
+		// Only the shared static filters rejected offers: every job with
+		// these needs has the same reasons, so they share one list.
+		return cj.staticOnly
 	}
 	var out []job.PendingReason
 	for r := reasonGPUType; r < numReasons; r++ {
 		if counts[r] == 0 {
 			continue
 		}
-		out = append(out, job.PendingReason{Code: reasonCodes[r], Offers: counts[r], Message: cj.message(r, counts[r], cheapestOver, earliest)})
+		if r < reasonUnavailable {
+			// Static reasons read the same for every job with these
+			// needs: build each message once.
+			if cj.staticMsgs[r] == "" {
+				cj.staticMsgs[r] = cj.message(r, counts[r], cj.cheapestOver, earliest)
+			}
+			out = append(out, job.PendingReason{Code: reasonCodes[r], Offers: counts[r], Message: cj.staticMsgs[r]})
+			continue
+		}
+		out = append(out, job.PendingReason{Code: reasonCodes[r], Offers: counts[r], Message: cj.message(r, counts[r], cj.cheapestOver, earliest)})
 	}
 	if cj.err != "" {
 		out = append(out, job.PendingReason{Code: "throughput", Message: cj.err})
@@ -90,18 +127,20 @@ func (co *compiledOffers) explain(cj *compiledJob, now time.Time) []job.PendingR
 	if len(out) == 0 {
 		out = append(out, job.PendingReason{Code: "capacity", Message: "every matching offer was taken by higher-priority jobs in this cycle"})
 	}
+	if counts == cj.static {
+		cj.staticOnly = out
+	}
 	return out
 }
 
 func (cj *compiledJob) message(r reason, n int, cheapestOver money.Micros, earliest time.Time) string {
-	s := cj.q.Spec
 	offers := plural(n, "offer")
 	switch r {
 	case reasonGPUType:
-		if len(s.Resources.Accelerators) == 0 {
+		if len(cj.accels) == 0 {
 			return fmt.Sprintf("%s have GPU types with no throughput figure", offers)
 		}
-		return fmt.Sprintf("%s have a GPU type the job does not accept (wants %s)", offers, strings.Join(s.Resources.Accelerators, ", "))
+		return fmt.Sprintf("%s have a GPU type the job does not accept (wants %s)", offers, strings.Join(cj.accels, ", "))
 	case reasonGPUMemory:
 		return fmt.Sprintf("%s have GPUs with less than %d GB of memory", offers, cj.minMem)
 	case reasonGPUCount:
@@ -113,7 +152,7 @@ func (cj *compiledJob) message(r reason, n int, cheapestOver money.Micros, earli
 	case reasonRegion:
 		return fmt.Sprintf("%s are in providers or regions the job's placement rules exclude", offers)
 	case reasonPurchase:
-		return fmt.Sprintf("%s are not allowed by the job's purchase policy %q", offers, s.Purchase)
+		return fmt.Sprintf("%s are not allowed by the job's purchase policy %q", offers, cj.purchase)
 	case reasonMaxPrice:
 		return fmt.Sprintf("%s cost more than the max price of %s/h (the cheapest of them costs %s/h)", offers, cj.maxPrice, cheapestOver)
 	case reasonUnavailable:

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -100,7 +101,10 @@ type entry struct {
 	// so cycles and reconciliation leave it alone.
 	inflight   bool
 	hasCurrent bool
-	reasonsKey string
+	// pending is why the job was not placed by the last cycle that looked
+	// at it; codes hashes their kinds, to record a change in the history.
+	pending []job.PendingReason
+	codes   uint64
 }
 
 // New returns a scheduler over a bus.
@@ -150,6 +154,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		defer stop()
 	}
+	stopPending, err := s.bus.Serve(events.SubjectPendingReasons, s.servePending)
+	if err != nil {
+		return err
+	}
+	defer stopPending()
 	s.reconcile(ctx)
 	ticker := time.NewTicker(s.o.ReconcileInterval)
 	defer ticker.Stop()
@@ -221,8 +230,8 @@ func (s *Scheduler) onJobChange(c events.JobChange) {
 			s.q.remove(c.ID, e.queued)
 		}
 		e.queued = &QueuedJob{
-			ID: r.ID, Priority: r.Spec.Prio(), SubmittedAt: r.Status.SubmittedAt,
-			DeadlineAt: r.Status.DeadlineAt, Progress: r.Status.Progress, Spec: placementSpec(&r.Spec),
+			ID: c.ID, Priority: r.Spec.Prio(), SubmittedAt: r.Status.SubmittedAt,
+			DeadlineAt: r.Status.DeadlineAt, Progress: r.Status.Progress, Req: RequirementsOf(&r.Spec),
 		}
 		e.seen = 0
 		s.q.add(e.queued)
@@ -254,16 +263,43 @@ func (s *Scheduler) dequeue(id string, e *entry) {
 	s.q.remove(id, e.queued)
 	e.queued = nil
 	s.metrics.queued.Store(int64(s.q.len()))
-	if e.reasonsKey != "" {
-		e.reasonsKey = ""
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = s.bus.Pending().Delete(ctx, id)
-		}()
+	e.pending, e.codes = nil, 0
+}
+
+// PendingReasons says why a queued job has not been placed yet, as of the
+// last cycle that looked at it.
+func (s *Scheduler) PendingReasons(id string) ([]job.PendingReason, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.index[id]
+	if e == nil || e.queued == nil || e.pending == nil {
+		return nil, false
 	}
+	return e.pending, true
+}
+
+// PendingRequest and PendingReply are the request and reply on
+// events.SubjectPendingReasons.
+type (
+	PendingRequest struct {
+		ID string `json:"id"`
+	}
+	PendingReply struct {
+		Reasons []job.PendingReason `json:"reasons"`
+	}
+)
+
+func (s *Scheduler) servePending(_ context.Context, data []byte) []byte {
+	var req PendingRequest
+	if err := json.Unmarshal(data, &req); err != nil {
+		return []byte(`{"reasons":[]}`)
+	}
+	reasons, _ := s.PendingReasons(req.ID)
+	if reasons == nil {
+		reasons = []job.PendingReason{}
+	}
+	b, _ := json.Marshal(PendingReply{Reasons: reasons})
+	return b
 }
 
 // done clears a job's in-flight mark and asks for a cycle.

@@ -72,14 +72,20 @@ func Parse(s string) (Micros, error) {
 			f *= 10
 		}
 	}
-	if w > uint64(math.MaxInt64/int64(Dollar))-1 {
+	// Exact bounds, so that every amount Decimal writes (saturated ones
+	// included) reads back.
+	limit := uint64(math.MaxInt64)
+	if neg {
+		limit++
+	}
+	if w > limit/uint64(Dollar) || w*uint64(Dollar) > limit-f {
 		return 0, fmt.Errorf("money: %q is too large", orig)
 	}
-	m := Micros(w)*Dollar + Micros(f)
+	u := w*uint64(Dollar) + f
 	if neg {
-		m = -m
+		return Micros(-int64(u)), nil // u == 1<<63 wraps to math.MinInt64, as wanted
 	}
-	return m, nil
+	return Micros(u), nil
 }
 
 // MustParse is Parse for constants in tables; it panics on a bad literal.
@@ -222,7 +228,7 @@ func (m *Micros) UnmarshalJSON(b []byte) error {
 			return err
 		}
 		s = str
-	} else if strings.ContainsAny(s, "eE") {
+	} else if isNumber(s) && strings.ContainsAny(s, "eE") {
 		return fmt.Errorf("money: %s: write amounts as plain decimals", s)
 	}
 	v, err := Parse(s)
@@ -232,3 +238,7 @@ func (m *Micros) UnmarshalJSON(b []byte) error {
 	*m = v
 	return nil
 }
+
+// isNumber reports whether a JSON value is a number (not true, false, a
+// list or a mapping).
+func isNumber(s string) bool { return s != "" && (s[0] == '-' || s[0] >= '0' && s[0] <= '9') }

@@ -203,16 +203,30 @@ func TestCancelReleasesCapacity(t *testing.T) {
 		}
 		return nil
 	})
-	// Cancelling again is harmless; the cost stops growing.
+	// Cancelling again is harmless. Once the attempt is closed (the
+	// instances are gone) the cost is final, and it never went down.
 	again, err := c.Cancel(ctx, v.ID, "")
 	if err != nil || again.State != job.Cancelled {
 		t.Fatalf("second cancel: %v", err)
 	}
-	final := again.CostUSD
+	var final *api.JobView
+	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		final, err = c.Get(ctx, v.ID)
+		if err != nil {
+			return err
+		}
+		if len(final.Attempts) == 0 {
+			return errors.New("attempt not closed yet")
+		}
+		return nil
+	})
+	if final.CostUSD < again.CostUSD || final.CostUSD < cv.CostUSD || final.CostUSD <= 0 {
+		t.Fatalf("cost went from %s at cancel to %s when closed", cv.CostUSD, final.CostUSD)
+	}
 	time.Sleep(200 * time.Millisecond)
 	later, _ := c.Get(ctx, v.ID)
-	if later.CostUSD != final || final <= 0 {
-		t.Fatalf("cost after cancel went from %s to %s", final, later.CostUSD)
+	if later.CostUSD != final.CostUSD {
+		t.Fatalf("cost kept growing after the attempt closed: %s then %s", final.CostUSD, later.CostUSD)
 	}
 }
 

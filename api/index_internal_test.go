@@ -1,0 +1,144 @@
+package api
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/job"
+)
+
+var base = time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC)
+
+func rec(id string, at time.Time, state job.State) *job.Record {
+	return &job.Record{ID: id, Spec: job.Spec{Name: id}, Status: job.Status{State: state, SubmittedAt: at}}
+}
+
+func listed(t *testing.T, ix *index, q Query) []string {
+	t.Helper()
+	l, ok := ix.list(q, base)
+	if !ok {
+		t.Fatalf("list(%+v) refused the cursor", q)
+	}
+	var out []string
+	for _, s := range l.Jobs {
+		out = append(out, s.ID)
+	}
+	return out
+}
+
+// The service applies its own writes at once and the watch brings them
+// again later; whichever order changes arrive in, the newest revision
+// wins and a deleted job stays deleted.
+func TestIndexAppliesNewestRevision(t *testing.T) {
+	id := job.NewID(base)
+	cases := []struct {
+		name      string
+		changes   []events.JobChange
+		wantState job.State // "" for not listed
+	}{
+		{"in order", []events.JobChange{
+			{ID: id, Revision: 1, Record: rec(id, base, job.Queued)},
+			{ID: id, Revision: 2, Record: rec(id, base, job.Cancelled)},
+		}, job.Cancelled},
+		{"own write first, watch late", []events.JobChange{
+			{ID: id, Revision: 2, Record: rec(id, base, job.Cancelled)},
+			{ID: id, Revision: 1, Record: rec(id, base, job.Queued)},
+			{ID: id, Revision: 2, Record: rec(id, base, job.Cancelled)},
+		}, job.Cancelled},
+		{"deleted", []events.JobChange{
+			{ID: id, Revision: 1, Record: rec(id, base, job.Queued)},
+			{ID: id, Revision: 3},
+		}, ""},
+		{"a late write does not bring back a deleted job", []events.JobChange{
+			{ID: id, Revision: 1, Record: rec(id, base, job.Queued)},
+			{ID: id, Revision: 3},
+			{ID: id, Revision: 2, Record: rec(id, base, job.Cancelled)},
+		}, ""},
+		{"delete of an unseen job, then its stale write", []events.JobChange{
+			{ID: id, Revision: 3},
+			{ID: id, Revision: 2, Record: rec(id, base, job.Queued)},
+		}, ""},
+		{"created again after a delete", []events.JobChange{
+			{ID: id, Revision: 1, Record: rec(id, base, job.Queued)},
+			{ID: id, Revision: 2},
+			{ID: id, Revision: 5, Record: rec(id, base, job.Running)},
+		}, job.Running},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ix := newIndex()
+			for _, c := range tc.changes {
+				ix.apply(c)
+			}
+			l, _ := ix.list(Query{}, base)
+			switch {
+			case tc.wantState == "" && len(l.Jobs) != 0:
+				t.Errorf("listed %+v, want nothing", l.Jobs)
+			case tc.wantState != "" && (len(l.Jobs) != 1 || l.Jobs[0].State != tc.wantState):
+				t.Errorf("listed %+v, want one %s job", l.Jobs, tc.wantState)
+			}
+			if len(ix.order) > 1 {
+				t.Errorf("order holds %d entries for one job", len(ix.order))
+			}
+		})
+	}
+}
+
+func TestIndexOrdersBySubmissionTime(t *testing.T) {
+	ix := newIndex()
+	keyed := job.IDForKey("team", "key") // sorts after every time-ordered ID
+	a, b, c := job.NewID(base), job.NewID(base.Add(2*time.Second)), job.NewID(base.Add(3*time.Second))
+	rev := uint64(0)
+	for _, r := range []*job.Record{rec(c, base.Add(3*time.Second), job.Queued), rec(a, base, job.Queued), rec(keyed, base.Add(time.Second), job.Queued), rec(b, base.Add(2*time.Second), job.Queued)} {
+		rev++
+		ix.apply(events.JobChange{ID: r.ID, Revision: rev, Record: r})
+	}
+	want := []string{c, b, keyed, a}
+	if got := listed(t, ix, Query{}); !slices.Equal(got, want) {
+		t.Fatalf("listed %v, want %v", got, want)
+	}
+	cursors := []struct {
+		name  string
+		after string
+		want  []string
+	}{
+		{"after a listed keyed job", keyed, []string{a}},
+		{"after a listed job", b, []string{keyed, a}},
+		{"after an unseen time-ordered id", job.NewID(base.Add(2500 * time.Millisecond)), []string{b, keyed, a}},
+		{"after an unseen id older than all", job.NewID(base.Add(-time.Hour)), nil},
+	}
+	for _, tc := range cursors {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := listed(t, ix, Query{After: tc.after}); !slices.Equal(got, tc.want) {
+				t.Errorf("listed %v, want %v", got, tc.want)
+			}
+		})
+	}
+	t.Run("after a deleted job", func(t *testing.T) {
+		ix.apply(events.JobChange{ID: keyed, Revision: 100})
+		if got := listed(t, ix, Query{After: keyed}); !slices.Equal(got, []string{a}) {
+			t.Errorf("listed %v, want %v", got, []string{a})
+		}
+	})
+	t.Run("after an unseen keyed id", func(t *testing.T) {
+		if _, ok := ix.list(Query{After: job.IDForKey("team", "other")}, base); ok {
+			t.Error("an unknown keyed cursor was accepted; it has no place in the order")
+		}
+	})
+}
+
+func TestIDTime(t *testing.T) {
+	for _, at := range []time.Time{time.UnixMilli(0), base, base.Add(123 * time.Millisecond), time.Date(2999, 12, 31, 23, 59, 59, 999e6, time.UTC)} {
+		got, ok := idTime(job.NewID(at))
+		if !ok || !got.Equal(at) {
+			t.Errorf("idTime(NewID(%s)) = %s, %v", at, got, ok)
+		}
+	}
+	for _, id := range []string{job.IDForKey("t", "k"), "j-0", "j-" + string(make([]byte, 26))} {
+		if _, ok := idTime(id); ok {
+			t.Errorf("idTime(%q) claims a time", id)
+		}
+	}
+}

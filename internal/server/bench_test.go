@@ -1,0 +1,200 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/spotwise/spotwise/api"
+	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/job"
+)
+
+func benchServer(b *testing.B) *Server {
+	b.Helper()
+	cfg := testConfig(b.TempDir())
+	cfg.Sim.Speed = 120
+	cfg.Scheduler.ReconcileInterval = job.Duration(15 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := Start(ctx, cfg, zap.NewNop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(s.Close)
+	return s
+}
+
+// BenchmarkSubmitToPlaced200PerSecond submits jobs over HTTP at 200 per
+// second to a server on the embedded NATS and measures, for each, the
+// wall time from the start of its POST until the job-state bucket shows it
+// placed (placing or later). The target is p99 under 50 ms.
+func BenchmarkSubmitToPlaced200PerSecond(b *testing.B) {
+	const rate, total = 200, 1000
+	s := benchServer(b)
+	spec := []byte("name: bench\ncommand: [x]\nresources: {gpus_per_node: 1}\nwork: 1h on T4\n")
+	var mu sync.Mutex
+	placedAt := map[string]time.Time{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := s.Bus().Jobs().Watch(ctx, func(c events.JobChange) {
+		if c.Record == nil || c.Record.Status.State == job.Queued {
+			return
+		}
+		mu.Lock()
+		if _, ok := placedAt[c.ID]; !ok {
+			placedAt[c.ID] = time.Now()
+		}
+		mu.Unlock()
+	}, nil); err != nil {
+		b.Fatal(err)
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	c := api.NewClient(s.HTTPAddr())
+	c.HTTP = client
+	var lat []time.Duration
+	for b.Loop() {
+		started := make(map[string]time.Time, total)
+		var smu sync.Mutex
+		var wg sync.WaitGroup
+		tick := time.NewTicker(time.Second / rate)
+		for range total {
+			<-tick.C
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t := time.Now()
+				v, _, err := c.Submit(ctx, spec, "application/yaml", "")
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				smu.Lock()
+				started[v.ID] = t
+				smu.Unlock()
+			}()
+		}
+		tick.Stop()
+		wg.Wait()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			mu.Lock()
+			n := 0
+			for id := range started {
+				if _, ok := placedAt[id]; ok {
+					n++
+				}
+			}
+			mu.Unlock()
+			if n == len(started) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		mu.Lock()
+		for id, t := range started {
+			if p, ok := placedAt[id]; ok {
+				lat = append(lat, p.Sub(t))
+			} else {
+				b.Errorf("job %s was not placed within 30s", id)
+			}
+		}
+		mu.Unlock()
+	}
+	slices.Sort(lat)
+	if len(lat) == 0 {
+		return
+	}
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
+}
+
+// rssMB reads the process's resident set size from /proc (0 elsewhere).
+func rssMB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb float64
+			fmt.Sscanf(strings.TrimSpace(rest), "%f", &kb)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// BenchmarkMemory100kQueuedJobs queues 100,000 jobs that cannot be placed
+// (their max price is below every offer) on a running server and reports
+// the whole process's live heap once the scheduler has looked at all of
+// them: the embedded NATS server, the scheduler's queue and index, and the
+// API's listing index. The target is under 200 MB.
+func BenchmarkMemory100kQueuedJobs(b *testing.B) {
+	const total = 100_000
+	for b.Loop() {
+		s := benchServer(b)
+		svc := api.NewService(s.Bus(), nil, s.Clock(), nil)
+		spec := []byte("name: queued\nteam: bench\ncommand: [python, train.py, --epochs, '90']\nimage: ghcr.io/example/train:1.0\nresources: {gpus_per_node: 8, accelerators: [H100, A100]}\nwork: 48h on V100\nmax_price_per_hour: 0.01\ndeadline: 30d\n")
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		const workers = 16
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < total; i += workers {
+					if _, err := svc.Submit(ctx, spec, "", "bench"); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		deadline := time.Now().Add(10 * time.Minute)
+		for s.Scheduler().Stats().Queued < total && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		// Let the first full cycle over the queue and its writes finish.
+		time.Sleep(2 * time.Second)
+		heap := func() float64 {
+			runtime.GC()
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			return float64(ms.HeapInuse) / (1 << 20)
+		}
+		busy := heap()
+		// NATS drops its write caches after 10 s without writes: what a
+		// quiet server holding the queue needs.
+		time.Sleep(15 * time.Second)
+		settled := heap()
+		b.ReportMetric(busy, "heap-MB")
+		b.ReportMetric(settled, "settled-heap-MB")
+		debug.FreeOSMemory() // hand back what the submission burst used
+		b.ReportMetric(rssMB(), "settled-rss-MB")
+		b.ReportMetric(float64(s.Scheduler().Stats().Queued), "queued")
+		if path := os.Getenv("SPOTWISE_HEAP_PROFILE"); path != "" {
+			if f, err := os.Create(path); err == nil {
+				_ = pprof.WriteHeapProfile(f)
+				f.Close()
+			}
+		}
+		fmt.Printf("queued %d, heap in use %.0f MB (%.0f MB settled), last cycle %s\n", s.Scheduler().Stats().Queued, busy, settled, s.Scheduler().Stats().LastCycle)
+		s.Close()
+	}
+}

@@ -1,0 +1,533 @@
+package job
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spotwise/spotwise/internal/money"
+)
+
+func TestExamplesParse(t *testing.T) {
+	files, err := filepath.Glob("../examples/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no example specs found in ../examples")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := mustParse(t, data)
+			if err := s.Validate(vocab); err != nil {
+				t.Errorf("parsed spec does not validate again: %v", err)
+			}
+			// What is stored is the spec as JSON; it must read back as the
+			// same spec.
+			stored, err := json.Marshal(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again := mustParse(t, stored)
+			if again.Hash() != s.Hash() {
+				t.Errorf("spec changed through JSON:\n before %s\n after  %s", stored, mustJSON(t, again))
+			}
+		})
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestParseRefusesBadFields(t *testing.T) {
+	many := func(n int, item string) string {
+		return "[" + strings.TrimSuffix(strings.Repeat(item+", ", n), ", ") + "]"
+	}
+	tests := []struct {
+		name string
+		over map[string]string
+		want []FieldError
+	}{
+		// Decoding: unknown fields and wrong types.
+		{"unknown top-level field", map[string]string{"dedline": "12h"},
+			[]FieldError{{"dedline", `unknown field (did you mean "deadline"?)`}}},
+		{"unknown nested field", map[string]string{"resources": "{gpus_per_nod: 8}"},
+			[]FieldError{{"resources.gpus_per_nod", `unknown field (did you mean "gpus_per_node"?)`}}},
+		{"unknown field in work mapping", map[string]string{"work": "{duraton: 6h, reference_gpu: V100}"},
+			[]FieldError{{"work.duraton", `unknown field (did you mean "duration"?)`}}},
+		{"unknown field with nothing close", map[string]string{"xyzzy": "1"},
+			[]FieldError{{"xyzzy", "unknown field"}}},
+		{"text for a whole number", map[string]string{"resources": "{gpus_per_node: eight}"},
+			[]FieldError{{"resources.gpus_per_node", "must be a whole number, not text"}}},
+		{"fraction for a whole number", map[string]string{"priority": "1.5"},
+			[]FieldError{{"priority", "must be a whole number"}}},
+		{"text for priority", map[string]string{"priority": "high"},
+			[]FieldError{{"priority", "must be a whole number, not text"}}},
+		{"text for a list", map[string]string{"command": "python train.py"},
+			[]FieldError{{"command", "must be a list, not text"}}},
+		{"list for a mapping", map[string]string{"labels": "[a, b]"},
+			[]FieldError{{"labels", "must be a mapping, not a list"}}},
+		{"number for a mapping of fields", map[string]string{"resources": "8"},
+			[]FieldError{{"resources", "must be a mapping of fields"}}},
+		{"text for true/false", map[string]string{"checkpoint": "{disabled: maybe}"},
+			[]FieldError{{"checkpoint.disabled", "must be true or false, not text"}}},
+		{"number for a duration", map[string]string{"checkpoint": "{interval: 10}"},
+			[]FieldError{{"checkpoint.interval", `10 is not a duration: write it as text with a unit, such as "48h"`}}},
+		{"deadline not a time or duration", map[string]string{"deadline": "tomorrow"},
+			[]FieldError{{"deadline", `"tomorrow" is not a deadline`}}},
+		{"price with too many decimals", map[string]string{"max_price_per_hour": `"1.1234567"`},
+			[]FieldError{{"max_price_per_hour", "has more than 6 decimal places"}}},
+		{"price not an amount", map[string]string{"max_price_per_hour": "cheap"},
+			[]FieldError{{"max_price_per_hour", `"cheap" is not an amount`}}},
+
+		// Enumerations.
+		{"bad workload", map[string]string{"workload": "pretraining"},
+			[]FieldError{{"workload", "must be one of training, fine-tuning, inference, batch-inference"}}},
+		{"bad precision", map[string]string{"precision": "fp64"},
+			[]FieldError{{"precision", "must be one of fp32, tf32, fp16, bf16, fp8, int8"}}},
+		{"bad purchase", map[string]string{"purchase": "reserved"},
+			[]FieldError{{"purchase", "must be one of spot, on-demand, auto"}}},
+		{"bad api version", map[string]string{"api_version": "spotwise/v2"},
+			[]FieldError{{"api_version", `must be "spotwise/v1"`}}},
+
+		// Resources.
+		{"gpus_per_node 0", map[string]string{"resources": "{gpus_per_node: 0}"},
+			[]FieldError{{"resources.gpus_per_node", "must be between 1 and 16"}}},
+		{"gpus_per_node missing", map[string]string{"resources": "{nodes: 2}"},
+			[]FieldError{{"resources.gpus_per_node", "must be between 1 and 16"}}},
+		{"gpus_per_node 17", map[string]string{"resources": "{gpus_per_node: 17}"},
+			[]FieldError{{"resources.gpus_per_node", "must be between 1 and 16"}}},
+		{"nodes 0", map[string]string{"resources": "{gpus_per_node: 8, nodes: 0}"},
+			[]FieldError{{"resources.nodes", "must be between 1 and 512"}}},
+		{"nodes 513", map[string]string{"resources": "{gpus_per_node: 8, nodes: 513}"},
+			[]FieldError{{"resources.nodes", "must be between 1 and 512"}}},
+		{"negative GPU memory", map[string]string{"resources": "{gpus_per_node: 1, min_gpu_memory_gb: -1}"},
+			[]FieldError{{"resources.min_gpu_memory_gb", "must be between 0 and 1024"}}},
+		{"unknown accelerator", map[string]string{"resources": "{accelerators: [V100, B300], gpus_per_node: 8}"},
+			[]FieldError{{"resources.accelerators[1]", `unknown GPU type "B300"`}}},
+		{"too many accelerators", map[string]string{"resources": "{accelerators: " + many(65, "V100") + ", gpus_per_node: 8}"},
+			[]FieldError{{"resources.accelerators", "has more than 64 entries"}}},
+
+		// Work.
+		{"work missing", map[string]string{"work": "-"},
+			[]FieldError{{"work", `is required: how long the job takes on a reference GPU, such as "48h on V100"`}}},
+		{"work with duration and gpu_hours", map[string]string{"work": "{duration: 6h, gpu_hours: 48, reference_gpu: V100}"},
+			[]FieldError{{"work", "give duration or gpu_hours, not both"}}},
+		{"work without a unit", map[string]string{"work": "48 on V100"},
+			[]FieldError{{"work", `"48" is not a duration (try 48h, 90m, 2d)`}}},
+		{"work without a GPU", map[string]string{"work": "48h"},
+			[]FieldError{{"work", `write work as "48h on V100" or "384 gpu-hours on V100"`}}},
+		{"work on nothing", map[string]string{"work": `"48h on "`},
+			[]FieldError{{"work", `write work as`}}},
+		{"work on unknown reference GPU", map[string]string{"work": "6h on V101"},
+			[]FieldError{{"work.reference_gpu", `unknown GPU type "V101"`}}},
+		{"work mapping without reference GPU", map[string]string{"work": "{duration: 6h}"},
+			[]FieldError{{"work.reference_gpu", "is required: the GPU the work was measured on"}}},
+		{"work mapping with only a GPU", map[string]string{"work": "{reference_gpu: V100}"},
+			[]FieldError{{"work", "give duration or gpu_hours"}}},
+		{"negative gpu-hours", map[string]string{"work": "-5 gpu-hours on V100"},
+			[]FieldError{{"work", "must be positive"}}},
+		{"NaN gpu-hours", map[string]string{"work": "NaN gpu-hours on V100"},
+			[]FieldError{{"work", `"NaN gpu-hours on V100": "nan" is not a number of GPU-hours`}}},
+		{"gpu-hours not a number", map[string]string{"work": "lots gpu-hours on V100"},
+			[]FieldError{{"work", `"lots" is not a number of GPU-hours`}}},
+		{"absurd gpu_hours", map[string]string{"work": "{gpu_hours: 1000000000000, reference_gpu: V100}"},
+			[]FieldError{{"work", "is more than 100,000 hours on the reference GPU"}}},
+		{"work under a second", map[string]string{"work": "100ms on V100"},
+			[]FieldError{{"work", "is less than a second on the reference GPU"}}},
+		{"negative deadline", map[string]string{"deadline": "-5h"},
+			[]FieldError{{"deadline", "must be positive"}}},
+		{"deadline in the distant past", map[string]string{"deadline": "1999-12-31T00:00:00Z"},
+			[]FieldError{{"deadline", "is in the distant past"}}},
+
+		// Placement.
+		{"unknown region", map[string]string{"placement": "{regions: [eu-west-1, mars-north-1]}"},
+			[]FieldError{{"placement.regions[1]", `unknown region "mars-north-1"`}}},
+		{"bad region glob", map[string]string{"placement": `{deny_regions: ["eu-["]}`},
+			[]FieldError{{"placement.deny_regions[0]", `"eu-[" is not a valid pattern`}}},
+		{"unknown geography", map[string]string{"placement": "{geographies: [europe]}"},
+			[]FieldError{{"placement.geographies[0]", `unknown geography "europe"`}}},
+		{"unknown provider", map[string]string{"placement": "{providers: [aws, oracle]}"},
+			[]FieldError{{"placement.providers[1]", `unknown provider "oracle"`}}},
+		{"unknown denied provider", map[string]string{"placement": "{deny_providers: [ibm]}"},
+			[]FieldError{{"placement.deny_providers[0]", `unknown provider "ibm"`}}},
+		{"deny_providers denies all", map[string]string{"placement": "{providers: [aws, gcp], deny_providers: [gcp, aws]}"},
+			[]FieldError{{"placement.deny_providers", "denies every allowed provider"}}},
+		{"too many providers", map[string]string{"placement": "{providers: " + many(65, "aws") + "}"},
+			[]FieldError{{"placement.providers", "has more than 64 entries"}}},
+		{"too many geographies", map[string]string{"placement": "{geographies: " + many(65, "eu") + "}"},
+			[]FieldError{{"placement.geographies", "has more than 64 entries"}}},
+
+		// Price.
+		{"negative max price", map[string]string{"max_price_per_hour": "-1"},
+			[]FieldError{{"max_price_per_hour", "must not be negative"}}},
+		{"absurd max price", map[string]string{"max_price_per_hour": "5000"},
+			[]FieldError{{"max_price_per_hour", "$5000.00 per hour is above the $1000.00 sanity limit"}}},
+
+		// Checkpoint.
+		{"checkpoint uri scheme", map[string]string{"checkpoint": `{uri: "http://example.com/ckpt"}`},
+			[]FieldError{{"checkpoint.uri", "must start with file://, s3:// or azblob://"}}},
+		{"checkpoint uri without scheme", map[string]string{"checkpoint": `{uri: "/data/ckpt"}`},
+			[]FieldError{{"checkpoint.uri", "must start with file://, s3:// or azblob://"}}},
+		{"checkpoint interval under a minute", map[string]string{"checkpoint": "{interval: 30s}"},
+			[]FieldError{{"checkpoint.interval", "must be at least 1m"}}},
+		{"checkpoint duration over a day", map[string]string{"checkpoint": "{duration: 25h}"},
+			[]FieldError{{"checkpoint.duration", "must be between 0 and 24h"}}},
+		{"checkpoint signal without SIG", map[string]string{"checkpoint": "{signal: TERM}"},
+			[]FieldError{{"checkpoint.signal", "must be a signal name such as SIGUSR1"}}},
+		{"checkpoint signal in lower case", map[string]string{"checkpoint": "{signal: sigusr1}"},
+			[]FieldError{{"checkpoint.signal", "must be a signal name such as SIGUSR1"}}},
+		{"negative checkpoint size", map[string]string{"checkpoint": "{size_gb: -1}"},
+			[]FieldError{{"checkpoint.size_gb", "must be between 0 and 100000"}}},
+
+		// Names, maps, lists.
+		{"name missing", map[string]string{"name": "-"},
+			[]FieldError{{"name", "is required"}}},
+		{"name with spaces", map[string]string{"name": `"my job"`},
+			[]FieldError{{"name", `"my job" may hold only letters, digits, '.', '_' and '-', and must start with a letter or digit`}}},
+		{"name starting with a dash", map[string]string{"name": `"-x"`},
+			[]FieldError{{"name", "may hold only letters"}}},
+		{"name too long", map[string]string{"name": strings.Repeat("a", 129)},
+			[]FieldError{{"name", "is longer than 128 characters"}}},
+		{"team with a slash", map[string]string{"team": "nlp/core"},
+			[]FieldError{{"team", "may hold only letters"}}},
+		{"env key starting with a digit", map[string]string{"env": "{1BAD: x}"},
+			[]FieldError{{"env.1BAD", "is not a valid key"}}},
+		{"env key with a dash", map[string]string{"env": "{MY-VAR: x}"},
+			[]FieldError{{"env.MY-VAR", "is not a valid key"}}},
+		{"label key with a space", map[string]string{"labels": `{"cost center": x}`},
+			[]FieldError{{"labels.cost center", "is not a valid key"}}},
+		{"too many command entries", map[string]string{"command": many(65, "x")},
+			[]FieldError{{"command", "has more than 64 entries"}}},
+		{"command entry too long", map[string]string{"command": "[" + strings.Repeat("x", 4097) + "]"},
+			[]FieldError{{"command[0]", "is longer than 4096 characters"}}},
+		{"no command and no image", map[string]string{"command": "-"},
+			[]FieldError{{"command", "give a command, an image, or both"}}},
+		{"priority above the maximum", map[string]string{"priority": "1001"},
+			[]FieldError{{"priority", "must be between 0 and 1000"}}},
+		{"negative priority", map[string]string{"priority": "-1"},
+			[]FieldError{{"priority", "must be between 0 and 1000"}}},
+		{"too many retries", map[string]string{"max_retries": "101"},
+			[]FieldError{{"max_retries", "must be between 0 and 100"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkFieldErrors(t, validationErrors(t, yamlSpec(tt.over)), tt.want)
+		})
+	}
+}
+
+func TestParseRefusesBadDocuments(t *testing.T) {
+	huge := append(yamlSpec(nil), "# "+strings.Repeat("x", MaxSpecBytes)+"\n"...)
+	tests := []struct {
+		name string
+		data []byte
+		want []FieldError
+	}{
+		{"empty", []byte(""), []FieldError{{"", "spec is empty"}}},
+		{"only whitespace", []byte(" \n\t\n"), []FieldError{{"", "spec is empty"}}},
+		{"not UTF-8", append(yamlSpec(nil), "labels: {a: \xff\xfe}\n"...), []FieldError{{"", "spec is not UTF-8 text"}}},
+		{"over the size limit", huge, []FieldError{{"", fmt.Sprintf("spec is %d bytes; the limit is %d", len(huge), MaxSpecBytes)}}},
+		{"broken YAML", []byte("name: [bert\ncommand: x\n"), []FieldError{{"", "spec is neither valid YAML nor JSON"}}},
+		{"broken JSON", []byte(`{"name": "bert",}`), []FieldError{{"", "spec is not valid JSON"}}},
+		{"a list, not a mapping", []byte("- name: bert\n"), []FieldError{{"", "must be a mapping of fields"}}},
+		{"a JSON string", []byte(`"bert"`), []FieldError{{"", "must be a mapping of fields"}}},
+		{"JSON with a wrong type", []byte(`{"name": "bert", "command": ["x"], "resources": {"gpus_per_node": "8"}, "work": "6h on V100"}`),
+			[]FieldError{{"resources.gpus_per_node", "must be a whole number, not text"}}},
+		{"JSON with an unknown field", []byte(`{"name": "bert", "command": ["x"], "resources": {"gpus_per_node": 8}, "work": "6h on V100", "prority": 5}`),
+			[]FieldError{{"prority", `unknown field (did you mean "priority"?)`}}},
+		{"JSON with a bad value", []byte(`{"name": "bert", "command": ["x"], "resources": {"gpus_per_node": 17}, "work": "6h on V100"}`),
+			[]FieldError{{"resources.gpus_per_node", "must be between 1 and 16"}}},
+		{"JSON price with an exponent", []byte(`{"name": "bert", "command": ["x"], "resources": {"gpus_per_node": 1}, "work": "6h on V100", "max_price_per_hour": 3e2}`),
+			[]FieldError{{"max_price_per_hour", "write amounts as plain decimals"}}},
+		{"JSON with a leading space", []byte(` {"name": "bert", "resources": {"gpus_per_node": 1}, "work": "6h on V100"}`),
+			[]FieldError{{"command", "give a command, an image, or both"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkFieldErrors(t, validationErrors(t, tt.data), tt.want)
+		})
+	}
+}
+
+func TestParseSizeLimitIsInclusive(t *testing.T) {
+	base := yamlSpec(nil)
+	pad := MaxSpecBytes - len(base) - len("# \n")
+	data := append(base, "# "+strings.Repeat("x", pad)+"\n"...)
+	if len(data) != MaxSpecBytes {
+		t.Fatalf("test spec is %d bytes, want %d", len(data), MaxSpecBytes)
+	}
+	mustParse(t, data)
+	validationErrors(t, append(data, ' '))
+}
+
+func TestParseReportsEveryProblemSorted(t *testing.T) {
+	t.Run("validation", func(t *testing.T) {
+		data := yamlSpec(map[string]string{
+			"name":               `"my job"`,
+			"purchase":           "cheap",
+			"max_price_per_hour": "-1",
+			"resources":          "{accelerators: [B300], gpus_per_node: 0, nodes: 0}",
+			"checkpoint":         "{interval: 30s, signal: TERM}",
+			"placement":          "{regions: [mars-1], geographies: [moon]}",
+		})
+		checkFieldErrors(t, validationErrors(t, data), []FieldError{
+			{"checkpoint.interval", "must be at least 1m"},
+			{"checkpoint.signal", "must be a signal name"},
+			{"max_price_per_hour", "must not be negative"},
+			{"name", "may hold only letters"},
+			{"placement.geographies[0]", `unknown geography "moon"`},
+			{"placement.regions[0]", `unknown region "mars-1"`},
+			{"purchase", "must be one of"},
+			{"resources.accelerators[0]", `unknown GPU type "B300"`},
+			{"resources.gpus_per_node", "must be between 1 and 16"},
+			{"resources.nodes", "must be between 1 and 512"},
+		})
+	})
+	t.Run("decoding", func(t *testing.T) {
+		data := yamlSpec(map[string]string{
+			"zzz":       "1",
+			"priority":  "high",
+			"resources": "{gpus_per_node: eight, nodez: 2}",
+			"aaa":       "1",
+		})
+		checkFieldErrors(t, validationErrors(t, data), []FieldError{
+			{"aaa", "unknown field"},
+			{"priority", "must be a whole number, not text"},
+			{"resources.gpus_per_node", "must be a whole number, not text"},
+			{"resources.nodez", `did you mean "nodes"?`},
+			{"zzz", "unknown field"},
+		})
+	})
+	t.Run("message", func(t *testing.T) {
+		_, err := Parse(yamlSpec(map[string]string{"name": "-", "purchase": "x"}), vocab)
+		want := "invalid job spec: name: is required; purchase: must be one of spot, on-demand, auto"
+		if err == nil || err.Error() != want {
+			t.Errorf("error = %v\nwant    %s", err, want)
+		}
+	})
+	t.Run("wrapped", func(t *testing.T) {
+		_, err := Parse(nil, vocab)
+		ve, ok := AsValidationError(fmt.Errorf("submitting: %w", err))
+		if !ok || len(ve.Errors) != 1 || ve.Errors[0].Message != "spec is empty" {
+			t.Errorf("AsValidationError through a wrap = %v, %v", ve, ok)
+		}
+		if _, ok := AsValidationError(fmt.Errorf("other")); ok {
+			t.Error("AsValidationError found a ValidationError in a plain error")
+		}
+	})
+}
+
+func TestParseYAMLAndJSONAgree(t *testing.T) {
+	y := `
+name: bert
+team: nlp
+priority: 200
+command: ["python", "run.py"]
+image: ghcr.io/example/bert:1.4
+workload: fine-tuning
+resources:
+  accelerators: [V100, A100]
+  gpus_per_node: 8
+  nodes: 2
+work: 384 gpu-hours on V100
+deadline: 2026-12-01T18:00:00Z
+purchase: spot
+max_price_per_hour: 3.06
+placement:
+  regions: ["eu-*"]
+  geographies: [eu]
+checkpoint:
+  uri: s3://bucket/bert
+  interval: 30m
+  duration: 2m
+labels: {project: squad}
+env: {EPOCHS: "3"}
+`
+	j := `{"name": "bert", "team": "nlp", "priority": 200, "command": ["python", "run.py"],
+"image": "ghcr.io/example/bert:1.4", "workload": "fine-tuning",
+"resources": {"accelerators": ["V100", "A100"], "gpus_per_node": 8, "nodes": 2},
+"work": {"gpu_hours": 384, "reference_gpu": "V100"}, "deadline": "2026-12-01T19:00:00+01:00",
+"purchase": "spot", "max_price_per_hour": "$3.06",
+"placement": {"regions": ["eu-*"], "geographies": ["eu"]},
+"checkpoint": {"uri": "s3://bucket/bert", "interval": "30m", "duration": "2m"},
+"labels": {"project": "squad"}, "env": {"EPOCHS": "3"}}`
+	ys, js := mustParse(t, []byte(y)), mustParse(t, []byte(j))
+	if ys.Hash() != js.Hash() {
+		t.Errorf("YAML and JSON forms differ:\n yaml %s\n json %s", mustJSON(t, ys), mustJSON(t, js))
+	}
+	if ys.MaxPricePerHour != money.USD(3, 60_000) {
+		t.Errorf("max price = %s, want $3.06", ys.MaxPricePerHour)
+	}
+	if want := time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC); !ys.Deadline.At.Equal(want) {
+		t.Errorf("deadline = %v, want %v", ys.Deadline.At, want)
+	}
+	if got := ys.Work.ReferenceDuration(ys.TotalGPUs()); got != 24*time.Hour {
+		t.Errorf("384 GPU-hours on 2 nodes x 8 GPUs = %v, want 24h", got)
+	}
+	if ys.Checkpoint.Interval.D() != 30*time.Minute {
+		t.Errorf("checkpoint interval = %v, want 30m", ys.Checkpoint.Interval.D())
+	}
+}
+
+func TestNormalizeFillsDefaults(t *testing.T) {
+	tests := []struct {
+		name     string
+		over     map[string]string
+		team     string
+		prio     int
+		nodes    int
+		workload string
+		prec     string
+		purchase string
+	}{
+		{"minimal", nil, "default", 100, 1, "training", "fp16", "auto"},
+		{"inference gets int8", map[string]string{"workload": "inference"}, "default", 100, 1, "inference", "int8", "auto"},
+		{"batch inference gets int8", map[string]string{"workload": "batch-inference"}, "default", 100, 1, "batch-inference", "int8", "auto"},
+		{"inference in capitals gets int8", map[string]string{"workload": "Inference"}, "default", 100, 1, "inference", "int8", "auto"},
+		{"fine-tuning gets fp16", map[string]string{"workload": "fine-tuning"}, "default", 100, 1, "fine-tuning", "fp16", "auto"},
+		{"given values kept", map[string]string{"team": "nlp", "priority": "500", "precision": "BF16", "purchase": "On-Demand", "resources": "{gpus_per_node: 8, nodes: 4}"},
+			"nlp", 500, 4, "training", "bf16", "on-demand"},
+		{"priority 0 is kept", map[string]string{"priority": "0"}, "default", 0, 1, "training", "fp16", "auto"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := mustParse(t, yamlSpec(tt.over))
+			got := []any{s.APIVersion, s.Team, s.Prio(), s.Resources.Nodes, s.Workload, s.Precision, s.Purchase}
+			want := []any{APIVersion, tt.team, tt.prio, tt.nodes, tt.workload, tt.prec, tt.purchase}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("api_version, team, priority, nodes, workload, precision, purchase = %v, want %v", got, want)
+			}
+		})
+	}
+	t.Run("idempotent", func(t *testing.T) {
+		s := mustParse(t, yamlSpec(nil))
+		h := s.Hash()
+		s.Normalize()
+		if s.Hash() != h {
+			t.Error("Normalize changed a normalized spec")
+		}
+	})
+	t.Run("nil priority reads as default", func(t *testing.T) {
+		var s Spec
+		if s.Prio() != DefaultPrio {
+			t.Errorf("Prio() of an unset priority = %d, want %d", s.Prio(), DefaultPrio)
+		}
+	})
+}
+
+func TestClass(t *testing.T) {
+	tests := []struct {
+		workload, precision, want string
+	}{
+		{"training", "fp16", "train-mixed"},
+		{"training", "bf16", "train-mixed"},
+		{"training", "fp8", "train-mixed"},
+		{"training", "fp32", "train-fp32"},
+		{"training", "tf32", "train-fp32"},
+		{"fine-tuning", "fp32", "train-fp32"},
+		{"fine-tuning", "bf16", "train-mixed"},
+		{"inference", "int8", "inference"},
+		{"inference", "fp32", "inference"},
+		{"batch-inference", "fp16", "inference"},
+		{"", "", "train-mixed"}, // normalized: training in fp16
+		{"inference", "", "inference"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.workload+"/"+tt.precision, func(t *testing.T) {
+			s := Spec{Workload: tt.workload, Precision: tt.precision}
+			s.Normalize()
+			if got := s.Class(); got != tt.want {
+				t.Errorf("Class() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestHash(t *testing.T) {
+	base := mustParse(t, yamlSpec(nil))
+	t.Run("stable", func(t *testing.T) {
+		again := mustParse(t, yamlSpec(nil))
+		if base.Hash() != again.Hash() {
+			t.Errorf("same spec hashes differently: %s, %s", base.Hash(), again.Hash())
+		}
+		if len(base.Hash()) != 32 {
+			t.Errorf("hash %q is not 32 hex digits", base.Hash())
+		}
+		// Key order and formatting do not matter, defaults written out do
+		// not either.
+		reordered := "work: 6h on V100\nresources:\n  gpus_per_node: 8\n  accelerators: [V100, A100]\n" +
+			"command: [python, train.py]\nname: bert\npriority: 100\nteam: default\npurchase: auto\n"
+		other := mustParse(t, []byte(reordered))
+		if h := other.Hash(); h != base.Hash() {
+			t.Errorf("reordered spec with defaults written out hashes to %s, want %s", h, base.Hash())
+		}
+	})
+	changes := []struct {
+		name string
+		over map[string]string
+	}{
+		{"name", map[string]string{"name": "bert2"}},
+		{"priority", map[string]string{"priority": "101"}},
+		{"command", map[string]string{"command": `["python", "train.py", "--fp16"]`}},
+		{"gpus", map[string]string{"resources": "{accelerators: [V100, A100], gpus_per_node: 4}"}},
+		{"gpu order", map[string]string{"resources": "{accelerators: [A100, V100], gpus_per_node: 8}"}},
+		{"work", map[string]string{"work": "7h on V100"}},
+		{"work gpu", map[string]string{"work": "6h on A100"}},
+		{"deadline", map[string]string{"deadline": "12h"}},
+		{"max price", map[string]string{"max_price_per_hour": "3.06"}},
+		{"purchase", map[string]string{"purchase": "spot"}},
+		{"region", map[string]string{"placement": "{regions: [eu-west-1]}"}},
+		{"label", map[string]string{"labels": "{a: b}"}},
+		{"env", map[string]string{"env": "{A: b}"}},
+		{"checkpoint", map[string]string{"checkpoint": "{duration: 2m}"}},
+	}
+	seen := map[string]string{base.Hash(): "base"}
+	for _, c := range changes {
+		t.Run("sensitive to "+c.name, func(t *testing.T) {
+			s := mustParse(t, yamlSpec(c.over))
+			h := s.Hash()
+			if other, dup := seen[h]; dup {
+				t.Errorf("changing %s gives the hash of %s", c.name, other)
+			}
+			seen[h] = c.name
+		})
+	}
+}
+
+func TestParseKeepsValues(t *testing.T) {
+	// Parse must not lose what it does not check: the agent runs these.
+	data := yamlSpec(map[string]string{
+		"image":   "ghcr.io/example/x:1",
+		"command": `["sh", "-c", "echo 'a b' && exit 0"]`,
+		"env":     `{HF_HOME: /cache, EMPTY: ""}`,
+	})
+	s := mustParse(t, data)
+	if got := strings.Join(s.Command, "|"); got != "sh|-c|echo 'a b' && exit 0" {
+		t.Errorf("command = %q", got)
+	}
+	if s.Env["HF_HOME"] != "/cache" || len(s.Env) != 2 {
+		t.Errorf("env = %v", s.Env)
+	}
+	if s.Image != "ghcr.io/example/x:1" {
+		t.Errorf("image = %q", s.Image)
+	}
+	if !bytes.Contains(mustJSON(t, s), []byte(`"EMPTY":""`)) {
+		t.Errorf("empty env value lost: %s", mustJSON(t, s))
+	}
+}
