@@ -40,7 +40,7 @@ func (s *Scheduler) place(ctx context.Context, p Placement) {
 			EstimatedRuntime: job.Duration(p.Estimate.Runtime),
 			EstimatedCost:    p.Estimate.Cost,
 		}
-		return r.MoveTo(job.Placing, now, fmt.Sprintf("placing on %s %s in %s (%s, %s/h)", plural(p.Nodes, "x"), o.InstanceType, o.Zone, o.Purchase, o.Price))
+		return r.MoveTo(job.Placing, now, fmt.Sprintf("placing on %d x %s in %s (%s, %s/h)", p.Nodes, o.InstanceType, o.Zone, o.Purchase, o.Price.Human()))
 	})
 	if err != nil {
 		s.log.Warn("recording placement", zap.String("job", p.JobID), zap.Error(err))
@@ -53,7 +53,7 @@ func (s *Scheduler) place(ctx context.Context, p Placement) {
 	s.metrics.placements.Add(1)
 	s.log.Info("placing job", zap.String("job", rec.ID), zap.String("offer", a.Placement.OfferID), zap.Stringer("price", a.Placement.PricePerHour), zap.Duration("runtime", p.Estimate.Runtime), zap.Stringer("cost", p.Estimate.Cost))
 	s.emit(ctx, &events.JobEvent{JobID: rec.ID, Kind: events.KindPlacing, State: job.Placing, Attempt: a.N, Placement: &a.Placement,
-		Message: fmt.Sprintf("expected runtime %s, expected cost %s", human(p.Estimate.Runtime), p.Estimate.Cost)}, a.LaunchKey+"-placing")
+		Message: fmt.Sprintf("expected runtime %s, expected cost %s", human(p.Estimate.Runtime), p.Estimate.Cost.Human())}, a.LaunchKey+"-placing")
 	s.launch(ctx, rec)
 }
 

@@ -154,7 +154,7 @@ func (cj *compiledJob) message(r reason, n int, cheapestOver money.Micros, earli
 	case reasonPurchase:
 		return fmt.Sprintf("%s are not allowed by the job's purchase policy %q", offers, cj.purchase)
 	case reasonMaxPrice:
-		return fmt.Sprintf("%s cost more than the max price of %s/h (the cheapest of them costs %s/h)", offers, cj.maxPrice, cheapestOver)
+		return fmt.Sprintf("%s cost more than the max price of %s/h (the cheapest of them costs %s/h)", offers, cj.maxPrice.Human(), cheapestOver.Human())
 	case reasonUnavailable:
 		return fmt.Sprintf("%s are marked unavailable after a launch failed for lack of capacity", offers)
 	case reasonCapacity:

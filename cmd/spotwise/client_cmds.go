@@ -197,7 +197,7 @@ func newCancelCmd() *cobra.Command {
 					}
 					continue
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s (%s): %s, cost %s\n", v.ID, v.Name, v.State, v.CostUSD)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s (%s): %s, cost %s\n", v.ID, v.Name, v.State, v.CostUSD.Human())
 			}
 			return nil
 		},
@@ -230,9 +230,9 @@ func printJobs(w io.Writer, jobs []api.Summary) {
 	for _, j := range jobs {
 		price := "-"
 		if j.Placement != nil {
-			price = j.Placement.HourlyCost().String()
+			price = j.Placement.HourlyCost().Human()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%3.0f%%\t%s\t%s\t%s\n", j.ID, j.Name, j.Team, j.State, j.Progress*100, placementText(j.Placement), price, j.CostUSD)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%3.0f%%\t%s\t%s\t%s\n", j.ID, j.Name, j.Team, j.State, j.Progress*100, placementText(j.Placement), price, j.CostUSD.Human())
 	}
 	_ = tw.Flush()
 	if len(jobs) == 0 {
@@ -260,12 +260,16 @@ func printJob(w io.Writer, v *api.JobView) {
 	if p := v.Placement; p != nil {
 		row("Placement", placementText(p))
 		row("GPUs", fmt.Sprintf("%d x %s per node", p.GPUs, p.GPU))
-		row("Price", fmt.Sprintf("%s/h per node, %s/h in all", p.PricePerHour, p.HourlyCost()))
+		if p.Nodes > 1 {
+			row("Price", fmt.Sprintf("%s/h per node, %s/h in all", p.PricePerHour.Human(), p.HourlyCost().Human()))
+		} else {
+			row("Price", p.PricePerHour.Human()+"/h")
+		}
 	}
 	if e := v.Estimate; e != nil {
-		row("Estimate", fmt.Sprintf("%s runtime, %s to finish", e.Runtime.D(), e.CostUSD))
+		row("Estimate", fmt.Sprintf("%s runtime, %s to finish", e.Runtime.D().Round(time.Minute), e.CostUSD.Human()))
 	}
-	row("Cost so far", v.CostUSD.String())
+	row("Cost so far", v.CostUSD.Human())
 	if v.Attempt > 0 {
 		row("Attempts", fmt.Sprint(v.Attempt))
 	}

@@ -118,6 +118,27 @@ func (m Micros) Format(minDecimals int) string {
 	return fmt.Sprintf("%s$%d.%s", sign, whole, fs)
 }
 
+// Round rounds to places decimals (0..6), half away from zero.
+func (m Micros) Round(places int) Micros {
+	if places >= 6 || places < 0 {
+		return m
+	}
+	unit := int64(1)
+	for range 6 - places {
+		unit *= 10
+	}
+	return m.Scale(1, unit).MulInt(int(unit))
+}
+
+// Human formats an amount for people: cents from a dollar up, four
+// decimals below ("$24.40", "$0.9731"). Exact values stay in JSON.
+func (m Micros) Human() string {
+	if m >= Dollar || m <= -Dollar {
+		return m.Round(2).Format(2)
+	}
+	return m.Round(4).Format(2)
+}
+
 // Decimal formats the amount as a plain decimal number with six places, the
 // form used on the wire ("3.060000").
 func (m Micros) Decimal() string {

@@ -332,3 +332,17 @@ func TestJSON(t *testing.T) {
 		}
 	})
 }
+
+func TestHuman(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want string
+	}{
+		{"24.4", "$24.40"}, {"5.928923", "$5.93"}, {"0.9731", "$0.9731"}, {"0.232715", "$0.2327"},
+		{"0.00005", "$0.0001"}, {"0", "$0.00"}, {"-3.456", "-$3.46"}, {"1.005", "$1.01"}, {"0.99995", "$1.00"},
+	} {
+		if got := MustParse(c.in).Human(); got != c.want {
+			t.Errorf("Human(%s) = %s, want %s", c.in, got, c.want)
+		}
+	}
+}

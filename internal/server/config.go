@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/robfig/cron/v3"
 	"sigs.k8s.io/yaml"
 
 	"github.com/spotwise/spotwise/job"
@@ -29,6 +30,15 @@ type Config struct {
 	NATS      NATSConfig      `json:"nats"`
 	Sim       SimConfig       `json:"sim"`
 	Scheduler SchedulerConfig `json:"scheduler"`
+	Feeds     FeedsConfig     `json:"feeds"`
+}
+
+// FeedsConfig configures the price and capacity feeds.
+type FeedsConfig struct {
+	// Refresh is a cron schedule ("@every 1m", "*/5 * * * *") on which
+	// every provider's full offer book is republished, on top of change
+	// events.
+	Refresh string `json:"refresh"`
 }
 
 // LogConfig selects the log level and format.
@@ -88,6 +98,7 @@ func Defaults() Config {
 			UnavailableFor:    job.Duration(3 * time.Minute),
 			Workers:           32,
 		},
+		Feeds: FeedsConfig{Refresh: "@every 1m"},
 	}
 }
 
@@ -242,6 +253,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Scheduler.ReconcileInterval.D() < 100*time.Millisecond {
 		bad("scheduler.reconcile_interval", "must be at least 100ms")
+	}
+	if _, err := cron.ParseStandard(c.Feeds.Refresh); err != nil {
+		bad("feeds.refresh", "%q is not a cron schedule: %v", c.Feeds.Refresh, err)
 	}
 	if c.Scheduler.Workers < 1 || c.Scheduler.Workers > 1024 {
 		bad("scheduler.workers", "must be between 1 and 1024")

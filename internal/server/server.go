@@ -103,6 +103,9 @@ func (s *Server) start(ctx, rctx context.Context) error {
 		clouds[p] = s.cloud
 	}
 	s.goRun(rctx, "price and instance feed", func(ctx context.Context) error { return bus.RunFeed(ctx, s.cloud, "sim") })
+	if err := s.startRefresh(rctx, cfg.Feeds.Refresh, s.cloud, "sim"); err != nil {
+		return fmt.Errorf("feeds.refresh: %w", err)
+	}
 
 	s.api = api.NewService(bus, cat, s.clock, s.log.Named("api"))
 	if err := s.startIndex(ctx, rctx); err != nil {

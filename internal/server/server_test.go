@@ -314,3 +314,36 @@ func TestGarbledEventsAreDroppedAndSchedulingGoesOn(t *testing.T) {
 		t.Errorf("EU-only job ran in %s", done.Placement.Region)
 	}
 }
+
+// A price book wiped by a bad update heals on the next scheduled refresh:
+// a job that only fits the wiped region is placed once it is back.
+func TestScheduledRefreshHealsTheOfferBook(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.Sim.Regions = []string{"us-east-1", "eu-west-1"}
+	cfg.Sim.PriceInterval = job.Duration(1000 * time.Hour) // no price moves
+	cfg.Feeds.Refresh = "@every 1s"
+	s := startServer(t, cfg)
+	ctx := context.Background()
+	// Wait for the book, then empty the us-east-1 part of it.
+	time.Sleep(300 * time.Millisecond)
+	for _, p := range []string{"aws", "gcp", "azure"} {
+		if err := s.Bus().Publish(ctx, events.PricesSubject(p, "us-east-1"), &events.OffersUpdated{Provider: p, Region: "us-east-1", Source: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := api.NewClient(s.HTTPAddr())
+	v, _, err := c.Submit(ctx, []byte("name: east\ncommand: [x]\nresources: {gpus_per_node: 1}\nwork: 1h on T4\nplacement: {regions: [us-east-1]}\n"), "application/yaml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, 15*time.Second, 50*time.Millisecond, func() error {
+		got, err := c.Get(ctx, v.ID)
+		if err != nil {
+			return err
+		}
+		if got.Placement == nil || got.Placement.Region != "us-east-1" {
+			return fmt.Errorf("job %s, placement %+v", got.State, got.Placement)
+		}
+		return nil
+	})
+}
