@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,9 @@ type Config struct {
 	Embedded     EmbeddedOptions
 	Replicas     int
 	ConnectRetry time.Duration
+	// LeaseTTL is how long a lease outlives its last renewal (default
+	// DefaultLeaseTTL).
+	LeaseTTL time.Duration
 }
 
 // Redacted describes the configuration for logs without any secret.
@@ -81,6 +85,16 @@ func redactURL(u string) string {
 	return strings.Join(parts, ",")
 }
 
+// redactErr keeps credentials out of a connection error: net/url quotes a
+// URL it cannot parse back in full, password and all.
+func redactErr(err error) error {
+	var ue *neturl.Error
+	if errors.As(err, &ue) {
+		ue.URL = redactURL(ue.URL)
+	}
+	return err
+}
+
 // Bus is spotwise's connection to NATS: JetStream streams, KV buckets,
 // publishing, durable consumers and request/reply.
 type Bus struct {
@@ -94,6 +108,8 @@ type Bus struct {
 	jobs     *JobStore
 	meta     *KV
 	sim      *KV
+	leases   jetstream.KeyValue
+	leaseTTL time.Duration
 	garbled  atomic.Int64
 }
 
@@ -106,7 +122,10 @@ func Open(ctx context.Context, cfg Config, source string, clk clock.Clock, log *
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	b := &Bus{log: log, clock: clk, source: source, replicas: max(1, cfg.Replicas)}
+	b := &Bus{log: log, clock: clk, source: source, replicas: max(1, cfg.Replicas), leaseTTL: cfg.LeaseTTL}
+	if b.leaseTTL <= 0 {
+		b.leaseTTL = DefaultLeaseTTL
+	}
 	opts := []nats.Option{
 		nats.Name(orDefault(cfg.ConnName, "spotwise")),
 		nats.MaxReconnects(-1),
@@ -139,7 +158,7 @@ func Open(ctx context.Context, cfg Config, source string, clk clock.Clock, log *
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		b.shutdownServer()
-		return nil, fmt.Errorf("connecting to NATS %s: %w", redactURL(url), err)
+		return nil, fmt.Errorf("connecting to NATS %s: %w", redactURL(url), redactErr(err))
 	}
 	b.nc = nc
 	if b.js, err = jetstream.New(nc); err != nil {
@@ -198,7 +217,7 @@ func (b *Bus) ensure(ctx context.Context) error {
 		}
 	}
 	kvs := map[string]jetstream.KeyValue{}
-	for _, kc := range bucketConfigs(b.replicas) {
+	for _, kc := range bucketConfigs(b.replicas, b.leaseTTL) {
 		kv, err := b.js.CreateOrUpdateKeyValue(ctx, kc)
 		if err != nil {
 			return fmt.Errorf("creating bucket %s: %w", kc.Bucket, err)
@@ -208,6 +227,7 @@ func (b *Bus) ensure(ctx context.Context) error {
 	b.jobs = &JobStore{kv: kvs[BucketJobs], log: b.log}
 	b.meta = &KV{kv: kvs[BucketMeta]}
 	b.sim = &KV{kv: kvs[BucketSim]}
+	b.leases = kvs[BucketLeases]
 	return nil
 }
 

@@ -89,9 +89,10 @@ const (
 
 // Bucket names.
 const (
-	BucketJobs = "spotwise_jobs"
-	BucketMeta = "spotwise_meta"
-	BucketSim  = "spotwise_sim"
+	BucketJobs   = "spotwise_jobs"
+	BucketMeta   = "spotwise_meta"
+	BucketSim    = "spotwise_sim"
+	BucketLeases = "spotwise_leases"
 )
 
 // streamConfigs is the retention of every stream, written down once. Limits
@@ -131,11 +132,12 @@ func streamConfigs(replicas int) []jetstream.StreamConfig {
 }
 
 // bucketConfigs is the configuration of every KV bucket.
-func bucketConfigs(replicas int) []jetstream.KeyValueConfig {
+func bucketConfigs(replicas int, leaseTTL time.Duration) []jetstream.KeyValueConfig {
 	return []jetstream.KeyValueConfig{
 		{Bucket: BucketJobs, Description: "job records (spec and status), updated with revision checks", History: 3, MaxValueSize: 1 << 20, Storage: jetstream.FileStorage, Replicas: replicas},
-		{Bucket: BucketMeta, Description: "server metadata: clock anchors, leases", History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
+		{Bucket: BucketMeta, Description: "server metadata: the simulated clock", History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
 		{Bucket: BucketSim, Description: "the simulated cloud's instances", History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
+		{Bucket: BucketLeases, Description: "leases: which server schedules", History: 1, TTL: leaseTTL, Storage: jetstream.FileStorage, Replicas: replicas},
 	}
 }
 

@@ -19,6 +19,7 @@ type Metrics struct {
 	reconciles    atomic.Int64
 	orphans       atomic.Int64
 	queued        atomic.Int64
+	terms         atomic.Int64
 }
 
 // Stats is a snapshot of the scheduler's counters.
@@ -33,6 +34,8 @@ type Stats struct {
 	Reconciles    int64         `json:"reconciles"`
 	Orphans       int64         `json:"orphans"`
 	Queued        int64         `json:"queued"`
+	// Terms counts the times this server took the scheduler lease.
+	Terms int64 `json:"terms"`
 }
 
 // Stats returns the counters now.
@@ -41,7 +44,7 @@ func (s *Scheduler) Stats() Stats {
 	return Stats{
 		Cycles: m.cycles.Load(), LastCycle: time.Duration(m.lastCycle.Load()), Placements: m.placements.Load(),
 		LaunchErrors: m.launchErrors.Load(), Terminations: m.terminations.Load(), InstancesLost: m.instancesLost.Load(),
-		Finished: m.finished.Load(), Reconciles: m.reconciles.Load(), Orphans: m.orphans.Load(), Queued: m.queued.Load(),
+		Finished: m.finished.Load(), Reconciles: m.reconciles.Load(), Orphans: m.orphans.Load(), Queued: m.queued.Load(), Terms: m.terms.Load(),
 	}
 }
 
@@ -63,6 +66,7 @@ func (s *Scheduler) Register(r prometheus.Registerer) error {
 		counter("attempts_finished_total", "Attempts that ended with the command's exit.", &m.finished),
 		counter("reconciliations_total", "Reconciliations against the clouds.", &m.reconciles),
 		counter("orphans_terminated_total", "Instances terminated because no job owned them.", &m.orphans),
+		counter("lease_terms_total", "Times this server took the scheduler lease.", &m.terms),
 		gauge("queued_jobs", "Jobs waiting in the queue.", func() float64 { return float64(m.queued.Load()) }),
 		gauge("last_cycle_seconds", "Duration of the last scheduling cycle.", func() float64 { return time.Duration(m.lastCycle.Load()).Seconds() }),
 	} {

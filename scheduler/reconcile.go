@@ -123,6 +123,12 @@ func (s *Scheduler) reconcileJob(ctx context.Context, id string, byKey map[strin
 		s.log.Info("reconcile: launching again with the same key", zap.String("job", id), zap.String("key", a.LaunchKey))
 		s.launch(ctx, rec)
 		return a.LaunchKey
+	case st == job.Placing && len(live)+len(ended) < max(1, a.Placement.Nodes):
+		// Some nodes of the launch are missing (a crash inside the
+		// provider's launch): asking again with the key completes it.
+		s.log.Info("reconcile: completing a partial launch", zap.String("job", id), zap.String("key", a.LaunchKey), zap.Int("found", len(live)+len(ended)))
+		s.launch(ctx, rec)
+		return a.LaunchKey
 	case st == job.Placing:
 		s.launched(ctx, id, a.N, live)
 		return a.LaunchKey

@@ -120,6 +120,11 @@ func New(bus *events.Bus, o Options) *Scheduler {
 // price, instance, agent and submission streams, reconciles once, then
 // runs cycles whenever something changes and reconciles on a timer.
 func (s *Scheduler) Run(ctx context.Context) error {
+	// A new term starts from the bucket, not from what an earlier term
+	// remembered.
+	s.mu.Lock()
+	s.index, s.q, s.book = map[string]*entry{}, queue{}, newBook()
+	s.mu.Unlock()
 	ready := make(chan struct{})
 	var once sync.Once
 	if err := s.jobs.Watch(ctx, s.onJobChange, func() { once.Do(func() { close(ready) }) }); err != nil {

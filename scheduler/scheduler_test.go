@@ -37,7 +37,7 @@ func newRig(t *testing.T, o rigOpt) *rig {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	clk := clock.NewFake(t0)
-	bus := eventstest.NewBus(t, clk)
+	bus := eventstest.OpenBusConfig(t, events.Config{LeaseTTL: time.Second}, clk)
 	cat := catalog.Default()
 	cloud, err := sim.New(ctx, sim.Options{Catalog: cat, Clock: clk, Seed: 7, Store: bus.SimStore(), Providers: []string{"aws"}, Regions: []string{"us-east-1"}})
 	if err != nil {

@@ -36,6 +36,23 @@ func OpenBus(t testing.TB, dir, listen string, clk clock.Clock) *events.Bus {
 	return b
 }
 
+// OpenBusConfig opens a bus with a configuration of the test's choosing
+// (its Embedded.DataDir defaults to a temporary directory).
+func OpenBusConfig(t testing.TB, cfg events.Config, clk clock.Clock) *events.Bus {
+	t.Helper()
+	if cfg.URL == "" && cfg.Embedded.DataDir == "" {
+		cfg.Embedded.DataDir = t.TempDir()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := events.Open(ctx, cfg, "test", clk, Logger(t))
+	if err != nil {
+		t.Fatalf("opening the bus: %v", err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
 // Logger returns a logger that writes warnings and errors to the test log.
 func Logger(t testing.TB) *zap.Logger {
 	return zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))

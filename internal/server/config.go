@@ -24,6 +24,9 @@ import (
 // Config is the server's configuration: defaults, then the YAML file, then
 // SPOTWISE_* environment variables, then flags.
 type Config struct {
+	// NodeName identifies this server among several on one NATS cluster
+	// (for the scheduler lease); empty derives one.
+	NodeName  string          `json:"node_name"`
 	DataDir   string          `json:"data_dir"`
 	HTTPAddr  string          `json:"http_addr"`
 	Log       LogConfig       `json:"log"`

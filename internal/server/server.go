@@ -8,9 +8,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -119,7 +121,13 @@ func (s *Server) start(ctx, rctx context.Context) error {
 		Clock: s.clock, Log: s.log.Named("scheduler"), Clouds: clouds, Throughput: cat, Geography: cat.GeographyOf,
 		ReconcileInterval: cfg.Scheduler.ReconcileInterval.D(), UnavailableFor: cfg.Scheduler.UnavailableFor.D(), Workers: cfg.Scheduler.Workers,
 	})
-	s.goRun(rctx, "scheduler", s.scheduler.Run)
+	holder, err := nodeID(cfg)
+	if err != nil {
+		return err
+	}
+	s.log.Info("scheduler standing for the lease", zap.String("node", holder))
+	lease := bus.Lease("scheduler", holder)
+	s.goRun(rctx, "scheduler", func(ctx context.Context) error { return s.scheduler.RunElected(ctx, lease, bus.LeaseTTL()) })
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -238,6 +246,29 @@ func (s *Server) Close() {
 			s.bus.Close()
 		}
 	})
+}
+
+// nodeID is this server's identity for the scheduler lease: the configured
+// node name, else one kept in the data directory (so a server restarted
+// after a crash takes its own lease back at once), else host and a random
+// suffix.
+func nodeID(cfg Config) (string, error) {
+	if cfg.NodeName != "" {
+		return cfg.NodeName, nil
+	}
+	host, _ := os.Hostname()
+	if cfg.NATS.URL != "" {
+		return fmt.Sprintf("%s-%s", host, nuid.Next()[:8]), nil
+	}
+	path := filepath.Join(cfg.DataDir, "node-id")
+	if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+		return string(b), nil
+	}
+	id := fmt.Sprintf("%s-%s", host, nuid.Next()[:8])
+	if err := os.WriteFile(path, []byte(id), 0o644); err != nil {
+		return "", fmt.Errorf("storing the node ID: %w", err)
+	}
+	return id, nil
 }
 
 // clockAnchor is the simulated clock's anchor, kept in the meta bucket so

@@ -55,14 +55,22 @@ func (c *Cloud) Launch(ctx context.Context, req providers.LaunchRequest) ([]prov
 	}
 	var out []providers.Instance
 	err := c.do(ctx, func(now time.Time) error {
+		o, known := c.offers[offerID]
 		if ids, ok := c.byKey[req.IdempotencyKey]; ok {
+			if len(ids) < req.Count {
+				// A crash between persisting the nodes of one launch left
+				// only some of them: the retry completes the launch.
+				if err := c.completeLocked(req, ids, now); err != nil {
+					return err
+				}
+				ids = c.byKey[req.IdempotencyKey]
+			}
 			out = c.listLocked(ids)
 			c.log.Info("launch retried, returning its instances",
 				zap.String("offer", offerID), zap.String("job", req.JobID), zap.String("key", req.IdempotencyKey))
 			return nil
 		}
-		o, ok := c.offers[offerID]
-		if !ok {
+		if !known {
 			return fmt.Errorf("launching %s: %w", offerID, providers.ErrUnknownOffer)
 		}
 		price := o.price(c.step)
@@ -106,6 +114,40 @@ func (c *Cloud) Launch(ctx context.Context, req providers.LaunchRequest) ([]prov
 		return nil, err
 	}
 	return out, nil
+}
+
+// completeLocked creates the nodes of a launch that a crash left
+// incomplete, on the offer and at the price of the nodes that exist.
+func (c *Cloud) completeLocked(req providers.LaunchRequest, ids []string, now time.Time) error {
+	first := c.insts[ids[0]]
+	if first == nil {
+		return nil
+	}
+	o, ok := c.offers[first.rec.Offer]
+	if !ok {
+		return nil
+	}
+	have := map[int]bool{}
+	for _, id := range ids {
+		if in := c.insts[id]; in != nil {
+			have[in.rec.Instance.Node] = true
+		}
+	}
+	for n := range req.Count {
+		if have[n] {
+			continue
+		}
+		in := &instance{rec: c.newRecord(req, o, first.rec.Instance.Price, n, now)}
+		if err := c.putLocked(in); err != nil {
+			return fmt.Errorf("completing launch %s: %w", req.IdempotencyKey, err)
+		}
+		c.insts[in.rec.Instance.ID] = in
+		c.byKey[req.IdempotencyKey] = append(c.byKey[req.IdempotencyKey], in.rec.Instance.ID)
+		o.live++
+		c.dirty[o.region] = true
+		c.log.Warn("completed a launch a crash left incomplete", zap.String("key", req.IdempotencyKey), zap.Int("node", n))
+	}
+	return nil
 }
 
 func (c *Cloud) newRecord(req providers.LaunchRequest, o *offer, price money.Micros, node int, now time.Time) record {

@@ -1,0 +1,103 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DefaultLeaseTTL is how long a lease lasts without renewal: after a
+// holder dies (or is cut off), another takes over within this time.
+const DefaultLeaseTTL = 10 * time.Second
+
+// ErrLeaseLost means the lease is no longer held: it expired or someone
+// else holds it now.
+var ErrLeaseLost = errors.New("lease lost")
+
+// Lease is a named lock held by one holder at a time, kept in the leases
+// bucket whose entries expire after the bus's LeaseTTL unless renewed. The
+// scheduler uses one so that, of several servers on a cluster, exactly one
+// schedules.
+type Lease struct {
+	kv     jetstream.KeyValue
+	name   string
+	holder string
+	rev    uint64
+}
+
+// LeaseTTL is how long this bus's leases last without renewal.
+func (b *Bus) LeaseTTL() time.Duration { return b.leaseTTL }
+
+// Lease returns the lease called name for holder (a stable identity of
+// this server: a restarted server with the same identity takes its own
+// lease back at once instead of waiting for it to expire).
+func (b *Bus) Lease(name, holder string) *Lease {
+	return &Lease{kv: b.leases, name: name, holder: holder}
+}
+
+// TryAcquire takes the lease if it is free or already ours.
+func (l *Lease) TryAcquire(ctx context.Context) (bool, error) {
+	rev, err := l.kv.Create(ctx, l.name, []byte(l.holder))
+	if err == nil {
+		l.rev = rev
+		return true, nil
+	}
+	if !errors.Is(mapKVError(err), ErrExists) {
+		return false, fmt.Errorf("lease %s: %w", l.name, err)
+	}
+	e, err := l.kv.Get(ctx, l.name)
+	if err != nil {
+		if errors.Is(mapKVError(err), ErrNotFound) {
+			return false, nil // expired just now; try again next round
+		}
+		return false, fmt.Errorf("lease %s: %w", l.name, err)
+	}
+	if string(e.Value()) != l.holder {
+		return false, nil
+	}
+	rev, err = l.kv.Update(ctx, l.name, []byte(l.holder), e.Revision())
+	if err != nil {
+		return false, nil
+	}
+	l.rev = rev
+	return true, nil
+}
+
+// Renew extends a held lease; ErrLeaseLost if it is not ours any more.
+func (l *Lease) Renew(ctx context.Context) error {
+	rev, err := l.kv.Update(ctx, l.name, []byte(l.holder), l.rev)
+	if err != nil {
+		switch mapped := mapKVError(err); {
+		case errors.Is(mapped, ErrConflict), errors.Is(mapped, ErrNotFound):
+			return fmt.Errorf("lease %s: %w", l.name, ErrLeaseLost)
+		}
+		return fmt.Errorf("lease %s: %w", l.name, err)
+	}
+	l.rev = rev
+	return nil
+}
+
+// Release gives a held lease up so another holder can take it at once.
+func (l *Lease) Release(ctx context.Context) error {
+	if l.rev == 0 {
+		return nil
+	}
+	err := l.kv.Delete(ctx, l.name, jetstream.LastRevision(l.rev))
+	l.rev = 0
+	return mapKVError(err)
+}
+
+// Holder reads who holds the lease now ("" if nobody).
+func (l *Lease) Holder(ctx context.Context) (string, error) {
+	e, err := l.kv.Get(ctx, l.name)
+	if err != nil {
+		if errors.Is(mapKVError(err), ErrNotFound) {
+			return "", nil
+		}
+		return "", err
+	}
+	return string(e.Value()), nil
+}
