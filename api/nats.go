@@ -126,7 +126,7 @@ func (s *Service) natsList(ctx context.Context, data []byte) []byte {
 			return reply(Reply{Error: errBadRequest("request: %v", err)})
 		}
 	}
-	l, err := s.List(ctx, Query{States: req.States, Team: req.Team, Name: req.Name, Limit: req.Limit, After: req.After})
+	l, err := s.List(ctx, Query(req))
 	if err != nil {
 		return reply(Reply{Error: asError(err)})
 	}

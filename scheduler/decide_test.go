@@ -39,9 +39,8 @@ func (b *offerB) spot(od string) *offerB {
 	b.o.Purchase, b.o.OnDemandPrice = providers.Spot, money.MustParse(od)
 	return b
 }
-func (b *offerB) avail(n int) *offerB   { b.o.Available = n; return b }
-func (b *offerB) zone(z string) *offerB { b.o.Zone = z; return b }
-func (b *offerB) get() providers.Offer  { return b.o }
+func (b *offerB) avail(n int) *offerB  { b.o.Available = n; return b }
+func (b *offerB) get() providers.Offer { return b.o }
 
 // jobB builds queued test jobs.
 type jobB struct {
