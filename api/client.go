@@ -102,7 +102,7 @@ func (c *Client) List(ctx context.Context, q Query) (*JobList, error) {
 
 // ListAll follows the pages of a listing up to max jobs (0 = all).
 func (c *Client) ListAll(ctx context.Context, q Query, max int) ([]Summary, error) {
-	var out []Summary
+	out := []Summary{}
 	for {
 		if max > 0 {
 			q.Limit = min(1000, max-len(out))

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 )
 
 // DefaultLeaseTTL is how long a lease lasts without renewal: after a
@@ -26,6 +28,7 @@ type Lease struct {
 	name   string
 	holder string
 	rev    uint64
+	terms  atomic.Int64
 }
 
 // LeaseTTL is how long this bus's leases last without renewal.
@@ -100,4 +103,86 @@ func (l *Lease) Holder(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return string(e.Value()), nil
+}
+
+// RunElected runs fn only while holding the lease, so that of several
+// servers on one NATS cluster exactly one does what fn does (schedule, run
+// the simulated cloud); the others stand by and take over within the TTL
+// when it goes away (at once when it lets go cleanly). A term whose lease
+// cannot be renewed for half the TTL is ended: fn's context is cancelled
+// and RunElected goes back to standing by.
+func (l *Lease) RunElected(ctx context.Context, ttl time.Duration, log *zap.Logger, fn func(ctx context.Context) error) error {
+	for ctx.Err() == nil {
+		ok, err := l.TryAcquire(ctx)
+		if err != nil && ctx.Err() == nil {
+			log.Warn("acquiring lease", zap.String("lease", l.name), zap.Error(err))
+		}
+		if !ok {
+			sleepCtx(ctx, ttl/4)
+			continue
+		}
+		log.Info("lease acquired", zap.String("lease", l.name), zap.String("holder", l.holder))
+		l.terms.Add(1)
+		l.term(ctx, ttl, log, fn)
+	}
+	return nil
+}
+
+// Terms counts how often this handle has taken the lease.
+func (l *Lease) Terms() int64 { return l.terms.Load() }
+
+func (l *Lease) term(ctx context.Context, ttl time.Duration, log *zap.Logger, fn func(ctx context.Context) error) {
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- fn(tctx) }()
+	release := func() {
+		rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer rcancel()
+		_ = l.Release(rctx)
+	}
+	tick := time.NewTicker(ttl / 4)
+	defer tick.Stop()
+	lastRenew := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			cancel()
+			<-done
+			release()
+			return
+		case err := <-done:
+			if err != nil && ctx.Err() == nil {
+				log.Error("elected work stopped; giving the lease up", zap.String("lease", l.name), zap.Error(err))
+			}
+			release()
+			sleepCtx(ctx, ttl/4)
+			return
+		case <-tick.C:
+			rctx, rcancel := context.WithTimeout(ctx, ttl/4)
+			err := l.Renew(rctx)
+			rcancel()
+			if err == nil {
+				lastRenew = time.Now()
+				continue
+			}
+			if time.Since(lastRenew) < ttl/2 && !errors.Is(err, ErrLeaseLost) {
+				log.Warn("renewing lease; will retry", zap.String("lease", l.name), zap.Error(err))
+				continue
+			}
+			log.Warn("lease lost: standing by", zap.String("lease", l.name), zap.Error(err))
+			cancel()
+			<-done
+			return
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }

@@ -19,7 +19,6 @@ type Metrics struct {
 	reconciles    atomic.Int64
 	orphans       atomic.Int64
 	queued        atomic.Int64
-	terms         atomic.Int64
 }
 
 // Stats is a snapshot of the scheduler's counters.
@@ -34,23 +33,22 @@ type Stats struct {
 	Reconciles    int64         `json:"reconciles"`
 	Orphans       int64         `json:"orphans"`
 	Queued        int64         `json:"queued"`
-	// Terms counts the times this server took the scheduler lease.
-	Terms int64 `json:"terms"`
 }
 
 // Stats returns the counters now.
-func (s *Scheduler) Stats() Stats {
-	m := &s.metrics
+func (s *Scheduler) Stats() Stats { return s.metrics.Stats() }
+
+// Stats returns the counters now.
+func (m *Metrics) Stats() Stats {
 	return Stats{
 		Cycles: m.cycles.Load(), LastCycle: time.Duration(m.lastCycle.Load()), Placements: m.placements.Load(),
 		LaunchErrors: m.launchErrors.Load(), Terminations: m.terminations.Load(), InstancesLost: m.instancesLost.Load(),
-		Finished: m.finished.Load(), Reconciles: m.reconciles.Load(), Orphans: m.orphans.Load(), Queued: m.queued.Load(), Terms: m.terms.Load(),
+		Finished: m.finished.Load(), Reconciles: m.reconciles.Load(), Orphans: m.orphans.Load(), Queued: m.queued.Load(),
 	}
 }
 
 // Register adds the scheduler's metrics to a Prometheus registry.
-func (s *Scheduler) Register(r prometheus.Registerer) error {
-	m := &s.metrics
+func (m *Metrics) Register(r prometheus.Registerer) error {
 	counter := func(name, help string, v *atomic.Int64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "spotwise", Subsystem: "scheduler", Name: name, Help: help}, func() float64 { return float64(v.Load()) })
 	}
@@ -66,7 +64,6 @@ func (s *Scheduler) Register(r prometheus.Registerer) error {
 		counter("attempts_finished_total", "Attempts that ended with the command's exit.", &m.finished),
 		counter("reconciliations_total", "Reconciliations against the clouds.", &m.reconciles),
 		counter("orphans_terminated_total", "Instances terminated because no job owned them.", &m.orphans),
-		counter("lease_terms_total", "Times this server took the scheduler lease.", &m.terms),
 		gauge("queued_jobs", "Jobs waiting in the queue.", func() float64 { return float64(m.queued.Load()) }),
 		gauge("last_cycle_seconds", "Duration of the last scheduling cycle.", func() float64 { return time.Duration(m.lastCycle.Load()).Seconds() }),
 	} {

@@ -41,6 +41,9 @@ type Options struct {
 	// reason is retried before the job waits for the next reconciliation
 	// (default 3).
 	LaunchRetries int
+	// Metrics receives the counters; successive schedulers of one server
+	// (one per lease term) share it. Nil makes a private one.
+	Metrics *Metrics
 }
 
 func (o *Options) defaults() {
@@ -65,6 +68,9 @@ func (o *Options) defaults() {
 	if o.LaunchRetries == 0 {
 		o.LaunchRetries = 3
 	}
+	if o.Metrics == nil {
+		o.Metrics = &Metrics{}
+	}
 }
 
 // Scheduler places queued jobs on offers and follows them to the end. It
@@ -86,7 +92,7 @@ type Scheduler struct {
 	sem     chan struct{}
 	wg      sync.WaitGroup
 	recMu   sync.Mutex
-	metrics Metrics
+	metrics *Metrics
 }
 
 // entry is what the scheduler remembers of one job between events.
@@ -113,6 +119,7 @@ func New(bus *events.Bus, o Options) *Scheduler {
 	return &Scheduler{
 		bus: bus, jobs: bus.Jobs(), o: o, log: o.Log, book: newBook(),
 		index: map[string]*entry{}, kickC: make(chan struct{}, 1), sem: make(chan struct{}, o.Workers),
+		metrics: o.Metrics,
 	}
 }
 

@@ -56,6 +56,7 @@ then SPOTWISE_* environment variables, then flags.`,
 	f := cmd.Flags()
 	f.StringVar(&configFile, "config", "", "YAML config file")
 	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "where the embedded NATS server keeps its store")
+	f.StringVar(&cfg.NodeName, "node-name", "", "this server's name among several on one NATS cluster (env SPOTWISE_NODE_NAME)")
 	f.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP API address")
 	f.StringVar(&cfg.NATS.URL, "nats-url", "", "external NATS server or cluster (comma-separated URLs); empty runs the embedded server")
 	f.StringVar(&cfg.NATS.Listen, "nats-listen", cfg.NATS.Listen, "client address of the embedded NATS server (empty: in-process only)")
@@ -79,6 +80,7 @@ then SPOTWISE_* environment variables, then flags.`,
 func applyFlags(cmd *cobra.Command, cfg *server.Config, flagged server.Config) {
 	set := map[string]func(){
 		"data-dir":      func() { cfg.DataDir = flagged.DataDir },
+		"node-name":     func() { cfg.NodeName = flagged.NodeName },
 		"http-addr":     func() { cfg.HTTPAddr = flagged.HTTPAddr },
 		"nats-url":      func() { cfg.NATS.URL = flagged.NATS.URL },
 		"nats-listen":   func() { cfg.NATS.Listen = flagged.NATS.Listen },

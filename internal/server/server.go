@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nuid"
@@ -34,9 +36,10 @@ type Server struct {
 	log       *zap.Logger
 	bus       *events.Bus
 	clock     clock.Clock
-	cloud     *sim.Cloud
 	api       *api.Service
-	scheduler *scheduler.Scheduler
+	lease     *events.Lease
+	metrics   *scheduler.Metrics
+	term      atomic.Pointer[term]
 	http      *http.Server
 	httpAddr  net.Addr
 	cancel    context.CancelFunc
@@ -87,26 +90,8 @@ func (s *Server) start(ctx, rctx context.Context) error {
 	}
 	bus.SetClock(s.clock)
 	cat := catalog.Default()
-
-	s.cloud, err = sim.New(ctx, sim.Options{
-		Catalog: cat, Clock: s.clock, Seed: cfg.Sim.Seed, Providers: cfg.Sim.Providers, Regions: cfg.Sim.Regions,
-		Store: bus.SimStore(), PriceInterval: cfg.Sim.PriceInterval.D(), Log: s.log.Named("sim"),
-		Runner: &agent.SimWorkload{Clock: s.clock, Reporter: bus, Throughput: cat, Log: s.log.Named("agent"),
-			GPUOf: func(provider, itype string) (string, bool) {
-				it, ok := cat.InstanceType(provider, itype)
-				return it.GPU, ok
-			}},
-	})
-	if err != nil {
-		return fmt.Errorf("simulated cloud: %w", err)
-	}
-	clouds := map[string]providers.Provider{}
-	for _, p := range cat.Providers() {
-		clouds[p] = s.cloud
-	}
-	s.goRun(rctx, "price and instance feed", func(ctx context.Context) error { return bus.RunFeed(ctx, s.cloud, "sim") })
-	if err := s.startRefresh(rctx, cfg.Feeds.Refresh, s.cloud, "sim"); err != nil {
-		return fmt.Errorf("feeds.refresh: %w", err)
+	if err := checkSimScope(cat, cfg.Sim); err != nil {
+		return err
 	}
 
 	s.api = api.NewService(bus, cat, s.clock, s.log.Named("api"))
@@ -117,21 +102,20 @@ func (s *Server) start(ctx, rctx context.Context) error {
 		return err
 	}
 
-	s.scheduler = scheduler.New(bus, scheduler.Options{
-		Clock: s.clock, Log: s.log.Named("scheduler"), Clouds: clouds, Throughput: cat, Geography: cat.GeographyOf,
-		ReconcileInterval: cfg.Scheduler.ReconcileInterval.D(), UnavailableFor: cfg.Scheduler.UnavailableFor.D(), Workers: cfg.Scheduler.Workers,
-	})
 	holder, err := nodeID(cfg)
 	if err != nil {
 		return err
 	}
-	s.log.Info("scheduler standing for the lease", zap.String("node", holder))
-	lease := bus.Lease("scheduler", holder)
-	s.goRun(rctx, "scheduler", func(ctx context.Context) error { return s.scheduler.RunElected(ctx, lease, bus.LeaseTTL()) })
+	s.log.Info("standing for the scheduler lease", zap.String("node", holder))
+	s.lease = bus.Lease("scheduler", holder)
+	s.metrics = &scheduler.Metrics{}
+	s.goRun(rctx, "scheduler", func(ctx context.Context) error {
+		return s.lease.RunElected(ctx, bus.LeaseTTL(), s.log, s.lead)
+	})
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if err := s.scheduler.Register(reg); err != nil {
+	if err := s.metrics.Register(reg); err != nil {
 		return err
 	}
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "spotwise", Name: "garbled_events_total", Help: "Events dropped because they could not be decoded."}, func() float64 { return float64(bus.Garbled()) }))
@@ -154,6 +138,86 @@ func (s *Server) start(ctx, rctx context.Context) error {
 			s.log.Error("HTTP server stopped", zap.Error(err))
 		}
 	}()
+	// On a server of its own, the first term starts at once: wait for it,
+	// so that what Start returns is a server that schedules.
+	deadline := time.Now().Add(2 * time.Second)
+	for s.term.Load() == nil && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s.term.Load() == nil {
+		s.log.Info("another server holds the scheduler lease: this one serves the API and stands by")
+	}
+	return nil
+}
+
+// term is what runs while this server holds the scheduler lease: the
+// simulated cloud (it is "the cloud", so exactly one server runs it), its
+// feeds and the scheduler.
+type term struct {
+	cloud     *sim.Cloud
+	scheduler *scheduler.Scheduler
+}
+
+// lead runs one term until ctx ends. The simulated cloud reloads its
+// instances from the bucket, so a new term (here or on another server)
+// carries on with the jobs the last one left running.
+func (s *Server) lead(ctx context.Context) error {
+	cat := catalog.Default()
+	cfg := s.cfg
+	cloud, err := sim.New(ctx, sim.Options{
+		Catalog: cat, Clock: s.clock, Seed: cfg.Sim.Seed, Providers: cfg.Sim.Providers, Regions: cfg.Sim.Regions,
+		Store: s.bus.SimStore(), PriceInterval: cfg.Sim.PriceInterval.D(), Log: s.log.Named("sim"),
+		Runner: &agent.SimWorkload{Clock: s.clock, Reporter: s.bus, Throughput: cat, Log: s.log.Named("agent"),
+			GPUOf: func(provider, itype string) (string, bool) {
+				it, ok := cat.InstanceType(provider, itype)
+				return it.GPU, ok
+			}},
+	})
+	if err != nil {
+		return fmt.Errorf("simulated cloud: %w", err)
+	}
+	defer cloud.Close()
+	clouds := map[string]providers.Provider{}
+	for _, p := range cat.Providers() {
+		clouds[p] = cloud
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := s.bus.RunFeed(tctx, cloud, "sim"); err != nil && tctx.Err() == nil {
+			s.log.Error("price and instance feed stopped", zap.Error(err))
+		}
+	}()
+	if err := s.startRefresh(tctx, cfg.Feeds.Refresh, cloud, "sim"); err != nil {
+		return fmt.Errorf("feeds.refresh: %w", err)
+	}
+	sched := scheduler.New(s.bus, scheduler.Options{
+		Clock: s.clock, Log: s.log.Named("scheduler"), Clouds: clouds, Throughput: cat, Geography: cat.GeographyOf,
+		ReconcileInterval: cfg.Scheduler.ReconcileInterval.D(), UnavailableFor: cfg.Scheduler.UnavailableFor.D(),
+		Workers: cfg.Scheduler.Workers, Metrics: s.metrics,
+	})
+	s.term.Store(&term{cloud: cloud, scheduler: sched})
+	defer s.term.Store(nil)
+	return sched.Run(tctx)
+}
+
+// checkSimScope refuses simulated providers or regions the catalog does
+// not have, at start rather than at the first term.
+func checkSimScope(cat *catalog.Catalog, c SimConfig) error {
+	for _, p := range c.Providers {
+		if !cat.KnownProvider(p) {
+			return fmt.Errorf("sim.providers: unknown provider %q (known: %s)", p, strings.Join(cat.Providers(), ", "))
+		}
+	}
+	for _, r := range c.Regions {
+		if !cat.KnownRegion(r) {
+			return fmt.Errorf("sim.regions: unknown region %q", r)
+		}
+	}
 	return nil
 }
 
@@ -196,27 +260,54 @@ func (s *Server) Bus() *events.Bus { return s.bus }
 // Clock is the server's clock (scaled when the simulated cloud runs fast).
 func (s *Server) Clock() clock.Clock { return s.clock }
 
-// Cloud is the simulated cloud.
-func (s *Server) Cloud() *sim.Cloud { return s.cloud }
+// Cloud is the simulated cloud while this server holds the scheduler
+// lease, nil on standby.
+func (s *Server) Cloud() *sim.Cloud {
+	if t := s.term.Load(); t != nil {
+		return t.cloud
+	}
+	return nil
+}
 
-// Scheduler is the scheduler.
-func (s *Server) Scheduler() *scheduler.Scheduler { return s.scheduler }
+// Scheduler is the scheduler while this server holds the lease, nil on
+// standby.
+func (s *Server) Scheduler() *scheduler.Scheduler {
+	if t := s.term.Load(); t != nil {
+		return t.scheduler
+	}
+	return nil
+}
+
+// Stats are the scheduler counters of every term this server held.
+func (s *Server) Stats() scheduler.Stats { return s.metrics.Stats() }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
+	role := "standby"
+	if s.term.Load() != nil {
+		role = "scheduling"
+	}
 	_ = json.NewEncoder(w).Encode(map[string]any{
+		"role":      role,
+		"terms":     s.lease.Terms(),
 		"clock":     s.clock.Now(),
 		"sim_speed": s.cfg.Sim.Speed,
 		"nats":      s.bus.ClientURL(),
-		"scheduler": s.scheduler.Stats(),
+		"scheduler": s.metrics.Stats(),
 	})
 }
 
 // instances lists every instance the clouds run for spotwise, for
 // operators and end-to-end checks.
 func (s *Server) instances(w http.ResponseWriter, r *http.Request) {
-	insts, err := s.cloud.Instances(r.Context())
 	w.Header().Set("Content-Type", "application/json")
+	cloud := s.Cloud()
+	if cloud == nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "standby", "message": "this server is on standby; the server holding the scheduler lease runs the cloud"}})
+		return
+	}
+	insts, err := cloud.Instances(r.Context())
 	if err != nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "unavailable", "message": err.Error()}})
@@ -239,9 +330,6 @@ func (s *Server) Close() {
 		}
 		s.cancel()
 		s.wg.Wait()
-		if s.cloud != nil {
-			s.cloud.Close()
-		}
 		if s.bus != nil {
 			s.bus.Close()
 		}

@@ -347,3 +347,51 @@ func TestScheduledRefreshHealsTheOfferBook(t *testing.T) {
 		return nil
 	})
 }
+
+// Two servers share one NATS: both answer the API, one runs the cloud and
+// schedules. When it stops, the other takes over and the running job
+// carries on where it was, on the capacity it had.
+func TestStandbyTakesOverRunningJobs(t *testing.T) {
+	ns, err := events.StartEmbedded(events.EmbeddedOptions{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"}, eventstest.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	mk := func(name string) Config {
+		cfg := testConfig("")
+		cfg.NATS.URL, cfg.NodeName, cfg.Sim.Speed = ns.ClientURL(), name, 600
+		return cfg
+	}
+	a := startServer(t, mk("a"))
+	b := startServer(t, mk("b"))
+	if a.Cloud() == nil || b.Cloud() != nil {
+		t.Fatalf("a should lead and b stand by (a cloud %v, b cloud %v)", a.Cloud() != nil, b.Cloud() != nil)
+	}
+	ctx := context.Background()
+	cb := api.NewClient(b.HTTPAddr())
+	v, _, err := cb.Submit(ctx, []byte("name: long\ncommand: [x]\nresources: {gpus_per_node: 1, accelerators: [T4]}\nwork: 3h on T4\npurchase: on-demand\n"), "application/yaml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		got, err := cb.Get(ctx, v.ID)
+		if err != nil {
+			return err
+		}
+		if got.State != job.Running || got.Progress < 0.1 {
+			return fmt.Errorf("job %s at %.0f%%", got.State, got.Progress*100)
+		}
+		return nil
+	})
+	a.Close()
+	testutil.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
+		if b.Cloud() == nil {
+			return errors.New("b has not taken over")
+		}
+		return nil
+	})
+	done := waitState(t, cb, v.ID, job.Succeeded, 60*time.Second)
+	if done.Attempt != 1 {
+		t.Fatalf("the job ran %d times: the takeover lost its capacity (attempts %+v)", done.Attempt, done.Attempts)
+	}
+}
