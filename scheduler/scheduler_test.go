@@ -109,8 +109,19 @@ func (r *rig) instancesFor(t *testing.T, id string) []providers.Instance {
 	return slices.DeleteFunc(all, func(in providers.Instance) bool { return in.JobID != id })
 }
 
-// bootAll advances the fake clock past every launch latency.
-func (r *rig) bootAll() { r.clk.Advance(10 * time.Minute) }
+// boot waits until the job's instances are launched (the job is recorded
+// as placing before the cloud is called), then advances the fake clock
+// past every launch latency.
+func (r *rig) boot(t *testing.T, id string) {
+	t.Helper()
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if len(r.instancesFor(t, id)) == 0 {
+			return errors.New("not launched yet")
+		}
+		return nil
+	})
+	r.clk.Advance(10 * time.Minute)
+}
 
 const oneGPU = "name: t\ncommand: [x]\nresources: {gpus_per_node: 1, accelerators: [T4]}\nwork: 1h on T4\npurchase: on-demand\n"
 
@@ -138,7 +149,7 @@ func TestPlacesRunsAndReleases(t *testing.T) {
 	if a == nil || a.N != 1 || a.LaunchKey != job.LaunchKey(rec.ID, 1) || a.Placement.GPU != "T4" {
 		t.Fatalf("attempt = %+v", a)
 	}
-	r.bootAll()
+	r.boot(t, rec.ID)
 	running := r.waitState(t, rec.ID, job.Running)
 	if got := r.instancesFor(t, rec.ID); len(got) != 1 || got[0].State != providers.InstanceRunning {
 		t.Fatalf("instances = %+v", got)
@@ -189,13 +200,7 @@ func TestPlacingJobFromACrashIsLaunchedOnce(t *testing.T) {
 				}
 			}
 			r.start(t)
-			testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-				if len(r.instancesFor(t, rec.ID)) == 0 {
-					return errors.New("not launched yet")
-				}
-				return nil
-			})
-			r.bootAll()
+			r.boot(t, rec.ID)
 			got := r.waitState(t, rec.ID, job.Running)
 			if got.Status.Attempt != 1 {
 				t.Fatalf("attempt %d: the scheduler placed the job again instead of finishing the first placement", got.Status.Attempt)
@@ -263,7 +268,7 @@ func TestLostInstanceRequeuesTheJob(t *testing.T) {
 	r := newRig(t, rigOpt{})
 	rec := r.submit(t, oneGPU)
 	r.waitState(t, rec.ID, job.Placing)
-	r.bootAll()
+	r.boot(t, rec.ID)
 	running := r.waitState(t, rec.ID, job.Running)
 	if _, _, err := r.bus.Jobs().Modify(r.ctx, rec.ID, func(x *job.Record) error { x.Status.Progress = 0.5; return nil }); err != nil {
 		t.Fatal(err)
@@ -321,7 +326,7 @@ func TestCancelledRunningJobIsReleased(t *testing.T) {
 	r := newRig(t, rigOpt{})
 	rec := r.submit(t, oneGPU)
 	r.waitState(t, rec.ID, job.Placing)
-	r.bootAll()
+	r.boot(t, rec.ID)
 	r.waitState(t, rec.ID, job.Running)
 	r.clk.Advance(time.Hour)
 	if _, _, err := r.bus.Jobs().Modify(r.ctx, rec.ID, func(x *job.Record) error {
