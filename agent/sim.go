@@ -2,12 +2,15 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"math"
+	"os"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/spotwise/spotwise/bidding"
+	"github.com/spotwise/spotwise/checkpoint"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/internal/clock"
 	"github.com/spotwise/spotwise/providers"
@@ -23,13 +26,22 @@ type GPULookup func(provider, instanceType string) (gpu string, ok bool)
 
 // SimWorkload runs jobs on simulated instances: a job's work takes the
 // runtime its GPU type implies (the throughput table), progress is
-// reported in steps, and the exit comes when the work is done.
+// reported in steps, checkpoints are taken when the scheduler asks and on
+// the plan's interval (each pauses the work for the checkpoint's duration
+// and stores a real, small checkpoint), a replacement resumes from the
+// newest good checkpoint of earlier attempts, and the exit comes when the
+// work is done. It reports exactly what a real agent reports.
 type SimWorkload struct {
 	Clock      clock.Clock
 	Reporter   Reporter
 	Throughput bidding.ThroughputTable
 	GPUOf      GPULookup
 	Log        *zap.Logger
+	// Checkpoints is where checkpoints go; nil: the workload cannot
+	// checkpoint (a move starts it over).
+	Checkpoints checkpoint.Store
+	// Control receives the scheduler's requests; nil: none.
+	Control Answerer
 	// Steps is how many progress reports a full run sends (default 20).
 	Steps int
 }
@@ -52,18 +64,8 @@ func (s *SimWorkload) Start(inst providers.Instance, w providers.Workload) (stop
 		log.Error("cannot size simulated workload", zap.Error(err))
 		return func() {}
 	}
-	// The instance has worked since it started running; one restored after
-	// a restart has done part of its share already. Without a running time,
-	// it starts now, and the start is fixed once so time keeps counting.
-	start := inst.RunningAt
-	if start.IsZero() {
-		start = s.Clock.Now()
-	}
-	resume := math.Max(0, math.Min(1, w.ResumeFrom))
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &simRun{s: s, inst: inst, resume: resume, runtime: runtime, start: start,
-		finish: start.Add(time.Duration(float64(runtime) * (1 - resume))),
-		log:    log, ctx: ctx, cancel: cancel, ended: make(chan struct{})}
+	r := &simRun{s: s, inst: inst, w: w, runtime: runtime, log: log, ctx: ctx, cancel: cancel, ended: make(chan struct{})}
 	go r.loop()
 	return r.stop
 }
@@ -81,18 +83,18 @@ func (s *SimWorkload) runtime(inst providers.Instance, w providers.Workload) (ti
 }
 
 type simRun struct {
-	s      *SimWorkload
-	inst   providers.Instance
-	resume float64 // what earlier attempts kept (0..1)
-	// runtime is the whole work's wall time on this GPU; this instance
-	// works from start and is done at finish.
-	runtime time.Duration
-	start   time.Time
-	finish  time.Time
+	s       *SimWorkload
+	inst    providers.Instance
+	w       providers.Workload
+	runtime time.Duration // the whole work's wall time on this GPU
 	log     *zap.Logger
 	ctx     context.Context
 	cancel  context.CancelFunc
 	ended   chan struct{}
+
+	resume float64       // what earlier attempts kept (0..1)
+	start  time.Time     // when this instance's work began
+	paused time.Duration // time spent checkpointing (no progress)
 }
 
 func (r *simRun) stop() {
@@ -100,52 +102,189 @@ func (r *simRun) stop() {
 	<-r.ended
 }
 
+// finish is when the work is done, given the pauses so far.
+func (r *simRun) finish() time.Time {
+	return r.start.Add(r.paused + time.Duration(float64(r.runtime)*(1-r.resume)))
+}
+
 // progressAt is the fraction of the work done at now: what earlier
-// attempts kept plus what this instance has done since it started running.
+// attempts kept plus what this instance has done since it started.
 func (r *simRun) progressAt(now time.Time) float64 {
-	if !now.Before(r.finish) || r.runtime <= 0 {
+	if !now.Before(r.finish()) || r.runtime <= 0 {
 		return 1
 	}
-	p := r.resume + float64(now.Sub(r.start))/float64(r.runtime)
+	p := r.resume + float64(now.Sub(r.start)-r.paused)/float64(r.runtime)
 	return math.Max(r.resume, math.Min(1, p))
+}
+
+// sleepUntil waits on the simulated clock; false if the run was stopped.
+func (r *simRun) sleepUntil(t time.Time) bool {
+	d := t.Sub(r.s.Clock.Now())
+	if d <= 0 {
+		return r.ctx.Err() == nil
+	}
+	tm := r.s.Clock.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-r.ctx.Done():
+		return false
+	case <-tm.C():
+		return true
+	}
+}
+
+// begin waits for StartAfter (a replacement waits for the attempt it
+// replaces to checkpoint), then finds where the work resumes from.
+func (r *simRun) begin() bool {
+	if !r.w.StartAfter.IsZero() && !r.sleepUntil(r.w.StartAfter) {
+		return false
+	}
+	r.resume = math.Max(0, math.Min(1, r.w.ResumeFrom))
+	if st := r.s.Checkpoints; st != nil && !r.w.Checkpoint.Disabled {
+		dir, err := os.MkdirTemp("", "spotwise-sim-restore-")
+		if err == nil {
+			defer os.RemoveAll(dir)
+			m, corrupt, err := restoreFromEarlier(r.ctx, st, r.inst.JobID, r.inst.Attempt, dir)
+			switch {
+			case err == nil:
+				if state, err := readSimState(dir); err == nil {
+					r.resume = state.Progress
+				} else {
+					r.resume = m.Progress
+				}
+			case errors.Is(err, checkpoint.ErrNotFound):
+				r.resume = 0
+			default:
+				r.log.Warn("restoring checkpoint; starting from the scheduler's resume point", zap.Error(err))
+			}
+			if corrupt > 0 {
+				r.log.Warn("skipped corrupt checkpoints", zap.Int("corrupt", corrupt))
+			}
+		}
+		// A run restored after a server restart has already paused for
+		// the checkpoints it stored.
+		if ms, err := st.List(r.ctx, r.inst.JobID); err == nil {
+			for _, m := range ms {
+				if m.Attempt == r.inst.Attempt {
+					r.paused += r.w.Checkpoint.Duration
+				}
+			}
+		}
+	}
+	r.start = r.inst.RunningAt
+	if r.start.Before(r.w.StartAfter) {
+		r.start = r.w.StartAfter
+	}
+	if r.start.IsZero() {
+		r.start = r.s.Clock.Now()
+	}
+	return true
 }
 
 func (r *simRun) loop() {
 	defer close(r.ended)
+	var requests <-chan *events.AgentControl
+	if r.s.Control != nil {
+		ch, stop, err := controls(r.s.Control, r.inst.JobID, r.inst.Attempt)
+		if err != nil {
+			r.log.Warn("listening for the scheduler's requests", zap.Error(err))
+		} else {
+			defer stop()
+			requests = ch
+		}
+	}
+	if !r.begin() {
+		return
+	}
+	if !r.report(&events.AgentReport{Kind: events.AgentStarted, Progress: r.progressAt(r.s.Clock.Now())}) {
+		return
+	}
 	steps := r.s.Steps
 	if steps <= 0 {
 		steps = 20
 	}
-	if !r.report(events.AgentStarted, r.progressAt(r.s.Clock.Now()), 0) {
-		return
+	every := max(time.Duration(float64(r.runtime)/float64(steps)), time.Second)
+	canCheckpoint := r.s.Checkpoints != nil && !r.w.Checkpoint.Disabled
+	nextPeriodic := time.Time{}
+	if canCheckpoint && r.w.Checkpoint.Interval > 0 {
+		nextPeriodic = r.start.Add(r.paused + r.w.Checkpoint.Interval)
 	}
-	step := max(r.finish.Sub(r.start)/time.Duration(steps), time.Second)
+	nextReport := r.s.Clock.Now().Add(every)
 	for {
 		now := r.s.Clock.Now()
-		if !now.Before(r.finish) {
-			r.report(events.AgentExited, 1, 0)
+		finish := r.finish()
+		if !now.Before(finish) {
+			r.report(&events.AgentReport{Kind: events.AgentExited, Progress: 1})
 			return
 		}
-		t := r.s.Clock.NewTimer(min(step, r.finish.Sub(now)))
+		if !nextPeriodic.IsZero() && !now.Before(nextPeriodic) {
+			if !r.checkpoint("periodic") {
+				return
+			}
+			nextPeriodic = r.s.Clock.Now().Add(r.w.Checkpoint.Interval)
+			continue
+		}
+		wake := finish
+		if nextReport.Before(wake) {
+			wake = nextReport
+		}
+		if !nextPeriodic.IsZero() && nextPeriodic.Before(wake) {
+			wake = nextPeriodic
+		}
+		tm := r.s.Clock.NewTimer(max(wake.Sub(now), time.Millisecond))
 		select {
 		case <-r.ctx.Done():
-			t.Stop()
+			tm.Stop()
 			return
-		case <-t.C():
-		}
-		if now := r.s.Clock.Now(); now.Before(r.finish) {
-			if !r.report(events.AgentProgress, r.progressAt(now), 0) {
-				return
+		case c := <-requests:
+			tm.Stop()
+			if c.Kind == events.ControlCheckpoint && canCheckpoint {
+				if !r.checkpoint(c.Reason) {
+					return
+				}
+			}
+		case <-tm.C():
+			if now := r.s.Clock.Now(); !now.Before(nextReport) && now.Before(r.finish()) {
+				if !r.report(&events.AgentReport{Kind: events.AgentProgress, Progress: r.progressAt(now)}) {
+					return
+				}
+				nextReport = now.Add(every)
 			}
 		}
 	}
 }
 
+// checkpoint pauses the work for the checkpoint's duration and stores the
+// progress reached when it began; false if the run was stopped (the
+// capacity went before the checkpoint was stored).
+func (r *simRun) checkpoint(why string) bool {
+	began := r.s.Clock.Now()
+	progress := r.progressAt(began)
+	d := r.w.Checkpoint.Duration
+	if !r.sleepUntil(began.Add(d)) {
+		return false
+	}
+	r.paused += d
+	m, err := saveSimState(r.ctx, r.s.Checkpoints, r.inst.JobID, r.inst.Attempt, progress, r.w.Checkpoint.SizeGB)
+	if err != nil {
+		if r.ctx.Err() != nil {
+			return false
+		}
+		r.log.Warn("storing checkpoint", zap.String("reason", why), zap.Error(err))
+		return r.report(&events.AgentReport{Kind: events.AgentCheckpointFailed, Progress: progress, Message: err.Error()})
+	}
+	ref := refOf(m, r.s.Clock.Now())
+	if r.w.Checkpoint.SizeGB > 0 {
+		ref.Size = int64(r.w.Checkpoint.SizeGB * (1 << 30))
+	}
+	return r.report(&events.AgentReport{Kind: events.AgentCheckpoint, Progress: progress, Checkpoint: ref, Message: why})
+}
+
 // report publishes one report, retrying until it is stored or the run is
 // stopped; it returns false when stopped. The backoff is wall time: it
 // spares a struggling bus, whatever speed the simulated clock runs at.
-func (r *simRun) report(kind string, progress float64, code int) bool {
-	rep := &events.AgentReport{JobID: r.inst.JobID, Attempt: r.inst.Attempt, InstanceID: r.inst.ID, Kind: kind, Progress: progress, ExitCode: code}
+func (r *simRun) report(rep *events.AgentReport) bool {
+	rep.JobID, rep.Attempt, rep.InstanceID = r.inst.JobID, r.inst.Attempt, r.inst.ID
 	for try := 0; ; try++ {
 		if r.ctx.Err() != nil {
 			return false
@@ -159,7 +298,7 @@ func (r *simRun) report(kind string, progress float64, code int) bool {
 		if r.ctx.Err() != nil {
 			return false
 		}
-		r.log.Warn("agent report not delivered; retrying", zap.String("event", kind), zap.Error(err))
+		r.log.Warn("agent report not delivered; retrying", zap.String("event", rep.Kind), zap.Error(err))
 		t := time.NewTimer(time.Duration(min(try+1, 10)) * 200 * time.Millisecond)
 		select {
 		case <-r.ctx.Done():

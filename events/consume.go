@@ -235,3 +235,33 @@ func (b *Bus) Follow(ctx context.Context, stream string, subjects []string, last
 	}()
 	return nil
 }
+
+// Answer replies to requests on subject (no queue group: every subscriber
+// sees every request) until stop is called. fn returns the reply and
+// whether to send one; a subscriber that returns false stays silent, so
+// the requester hears from the one it addressed (the agent of a given
+// attempt, say).
+func (b *Bus) Answer(subject string, fn func(data []byte) ([]byte, bool)) (stop func(), err error) {
+	sub, err := b.nc.Subscribe(subject, func(m *nats.Msg) {
+		reply, ok := fn(m.Data)
+		if ok && m.Reply != "" {
+			if err := m.Respond(reply); err != nil {
+				b.log.Warn("answering request", zap.String("subject", subject), zap.Error(err))
+			}
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("subscribing to %s: %w", subject, err)
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}
+
+// RequestEvent sends an event as a core NATS request (not stored) and
+// waits for the reply.
+func (b *Bus) RequestEvent(ctx context.Context, subject string, p Payload) ([]byte, error) {
+	data, err := Encode(p, "", b.source, b.clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	return b.Request(ctx, subject, data)
+}

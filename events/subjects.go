@@ -59,6 +59,11 @@ func InterruptionsSubject(provider, region string) string {
 // AgentSubject carries reports from the agent running a job.
 func AgentSubject(jobID string) string { return subjectAgent + "." + jobID }
 
+// AgentControlSubject carries the scheduler's requests to a job's agent
+// (core NATS, no stream: the agent stream keeps "spotwise.agent.*" only,
+// one token deep, so these are not stored).
+func AgentControlSubject(jobID string) string { return subjectAgent + ".control." + jobID }
+
 // AlertsSubject carries alerts of one severity.
 func AlertsSubject(severity string) string { return subjectAlerts + "." + token(severity) }
 

@@ -25,6 +25,7 @@ const (
 	TypeInstance     = "instance.changed"
 	TypeInterruption = "interruption.notice"
 	TypeAgentReport  = "agent.report"
+	TypeAgentControl = "agent.control"
 	TypeAlert        = "alert"
 )
 
@@ -36,6 +37,7 @@ var registry = map[string]func() Payload{
 	TypeInstance:     func() Payload { return new(InstanceChanged) },
 	TypeInterruption: func() Payload { return new(Interruption) },
 	TypeAgentReport:  func() Payload { return new(AgentReport) },
+	TypeAgentControl: func() Payload { return new(AgentControl) },
 	TypeAlert:        func() Payload { return new(Alert) },
 }
 
@@ -63,22 +65,25 @@ func (e *JobSubmitted) Validate() error {
 
 // Job event kinds: one step of a job's life, recorded on its history subject.
 const (
-	KindQueued       = "queued"
-	KindPending      = "pending"
-	KindPlacing      = "placing"
-	KindLaunched     = "launched"
-	KindLaunchFailed = "launch-failed"
-	KindRunning      = "running"
-	KindProgress     = "progress"
-	KindInstanceLost = "instance-lost"
-	KindRequeued     = "requeued"
-	KindSucceeded    = "succeeded"
-	KindFailed       = "failed"
-	KindCancelled    = "cancelled"
-	KindTerminated   = "terminated"
-	KindNotice       = "interruption-notice"
-	KindCheckpoint   = "checkpoint"
-	KindMigrating    = "migrating"
+	KindQueued           = "queued"
+	KindPending          = "pending"
+	KindPlacing          = "placing"
+	KindLaunched         = "launched"
+	KindLaunchFailed     = "launch-failed"
+	KindRunning          = "running"
+	KindProgress         = "progress"
+	KindInstanceLost     = "instance-lost"
+	KindRequeued         = "requeued"
+	KindSucceeded        = "succeeded"
+	KindFailed           = "failed"
+	KindCancelled        = "cancelled"
+	KindTerminated       = "terminated"
+	KindNotice           = "interruption-notice"
+	KindCheckpoint       = "checkpoint"
+	KindCheckpointFailed = "checkpoint-failed"
+	KindPreempted        = "preempted"
+	KindMigrating        = "migrating"
+	KindRebalance        = "rebalance"
 )
 
 var jobKinds = map[string]bool{
@@ -86,6 +91,7 @@ var jobKinds = map[string]bool{
 	KindLaunchFailed: true, KindRunning: true, KindProgress: true, KindInstanceLost: true,
 	KindRequeued: true, KindSucceeded: true, KindFailed: true, KindCancelled: true,
 	KindTerminated: true, KindNotice: true, KindCheckpoint: true, KindMigrating: true,
+	KindCheckpointFailed: true, KindPreempted: true, KindRebalance: true,
 }
 
 // JobEvent is one entry of a job's history, on JobEventsSubject(id).
@@ -211,11 +217,16 @@ func (e *Interruption) Validate() error {
 
 // Agent report kinds.
 const (
-	AgentStarted   = "started"
-	AgentProgress  = "progress"
-	AgentHeartbeat = "heartbeat"
-	AgentExited    = "exited"
+	AgentStarted          = "started"
+	AgentProgress         = "progress"
+	AgentHeartbeat        = "heartbeat"
+	AgentCheckpoint       = "checkpoint"
+	AgentCheckpointFailed = "checkpoint-failed"
+	AgentExited           = "exited"
 )
+
+var agentKinds = map[string]bool{AgentStarted: true, AgentProgress: true, AgentHeartbeat: true,
+	AgentCheckpoint: true, AgentCheckpointFailed: true, AgentExited: true}
 
 // AgentReport is what the agent beside a job's workload reports, on
 // AgentSubject(job).
@@ -229,6 +240,8 @@ type AgentReport struct {
 	// ExitCode is set on "exited".
 	ExitCode int    `json:"exit_code"`
 	Message  string `json:"message,omitempty"`
+	// Checkpoint is set on "checkpoint": the checkpoint now stored.
+	Checkpoint *job.CheckpointRef `json:"checkpoint,omitempty"`
 }
 
 func (*AgentReport) EventType() string { return TypeAgentReport }
@@ -239,10 +252,45 @@ func (e *AgentReport) Validate() error {
 		return fmt.Errorf("job_id %q is not a job ID", e.JobID)
 	case e.Attempt < 1:
 		return errors.New("attempt must be at least 1")
-	case e.Kind != AgentStarted && e.Kind != AgentProgress && e.Kind != AgentHeartbeat && e.Kind != AgentExited:
+	case !agentKinds[e.Kind]:
 		return fmt.Errorf("unknown agent report kind %q", e.Kind)
+	case e.Kind == AgentCheckpoint && (e.Checkpoint == nil || e.Checkpoint.Progress < 0 || e.Checkpoint.Progress > 1):
+		return errors.New("a checkpoint report needs its checkpoint, with progress in 0..1")
 	case e.Progress < 0 || e.Progress > 1:
 		return fmt.Errorf("progress %v is outside 0..1", e.Progress)
+	}
+	return nil
+}
+
+// Control kinds: what the scheduler asks of a job's agent.
+const (
+	ControlCheckpoint = "checkpoint"
+	ControlStop       = "stop"
+)
+
+// AgentControl is a request to a job's agent, on AgentControlSubject(job)
+// (core NATS request/reply: it must arrive fast, and a missed one is
+// harmless because the capacity goes anyway).
+type AgentControl struct {
+	JobID   string `json:"job_id"`
+	Attempt int    `json:"attempt"`
+	Kind    string `json:"kind"`
+	// Deadline is when the capacity goes: the checkpoint must be stored
+	// by then.
+	Deadline time.Time `json:"deadline,omitzero"`
+	Reason   string    `json:"reason,omitempty"`
+}
+
+func (*AgentControl) EventType() string { return TypeAgentControl }
+
+func (e *AgentControl) Validate() error {
+	switch {
+	case !job.ValidID(e.JobID):
+		return fmt.Errorf("job_id %q is not a job ID", e.JobID)
+	case e.Attempt < 1:
+		return errors.New("attempt must be at least 1")
+	case e.Kind != ControlCheckpoint && e.Kind != ControlStop:
+		return fmt.Errorf("unknown control kind %q", e.Kind)
 	}
 	return nil
 }

@@ -46,6 +46,14 @@ type Status struct {
 	Progress float64 `json:"progress"`
 	// WorkLost is work done by attempts that ended without keeping it.
 	WorkLost Duration `json:"work_lost,omitempty"`
+	// Previous is an attempt whose capacity is being taken back (it is
+	// under an interruption notice) while Current replaces it.
+	Previous *Attempt `json:"previous,omitempty"`
+	// Checkpoint is the job's last good checkpoint: where a new attempt
+	// resumes from.
+	Checkpoint *CheckpointRef `json:"checkpoint,omitempty"`
+	// Preemptions counts interruption notices the job received.
+	Preemptions int `json:"preemptions,omitempty"`
 	// Retries counts command failures that were run again.
 	Retries        int    `json:"retries,omitempty"`
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
@@ -89,10 +97,49 @@ type Attempt struct {
 	// when it chose the placement.
 	EstimatedRuntime Duration     `json:"estimated_runtime"`
 	EstimatedCost    money.Micros `json:"estimated_cost"`
+	// Notice is set when the provider announced it takes the capacity
+	// back.
+	Notice *Notice `json:"notice,omitempty"`
+	// StartAfter holds the workload of a replacement attempt until the
+	// attempt it replaces has had its chance to checkpoint.
+	StartAfter time.Time `json:"start_after,omitzero"`
 	// Outcome is how the attempt ended: succeeded, failed, lost,
-	// cancelled, launch-failed.
+	// preempted, cancelled, launch-failed.
 	Outcome string       `json:"outcome,omitempty"`
 	Cost    money.Micros `json:"cost"`
+}
+
+// Notice is a provider's announcement that an attempt's capacity goes.
+type Notice struct {
+	// Kind is spot-interruption, maintenance or rebalance.
+	Kind     string    `json:"kind"`
+	At       time.Time `json:"at"`
+	Deadline time.Time `json:"deadline,omitzero"`
+	// Instance is the instance the notice named.
+	Instance string `json:"instance"`
+}
+
+// CheckpointRef points at a stored checkpoint.
+type CheckpointRef struct {
+	Attempt  int       `json:"attempt"`
+	Step     int64     `json:"step"`
+	Progress float64   `json:"progress"`
+	SHA256   string    `json:"sha256"`
+	Size     int64     `json:"size"`
+	Location string    `json:"location"`
+	At       time.Time `json:"at"`
+}
+
+// NeedsPlacement reports whether the job waits for capacity: it is queued,
+// or its capacity is being taken back and no replacement is chosen yet.
+func (r *Record) NeedsPlacement() bool {
+	switch r.Status.State {
+	case Queued:
+		return true
+	case Checkpointing, Migrating:
+		return r.Status.Current == nil
+	}
+	return false
 }
 
 // LaunchKey is the idempotency key of a job's attempt n.
@@ -109,8 +156,10 @@ func (r *Record) CostAt(now time.Time) money.Micros {
 	if r.Status.State.Terminal() && !r.Status.FinishedAt.IsZero() && r.Status.FinishedAt.Before(now) {
 		now = r.Status.FinishedAt
 	}
-	if a := r.Status.Current; a != nil && !a.LaunchedAt.IsZero() && now.After(a.LaunchedAt) {
-		c += a.Placement.HourlyCost().ForDuration(now.Sub(a.LaunchedAt))
+	for _, a := range []*Attempt{r.Status.Previous, r.Status.Current} {
+		if a != nil && !a.LaunchedAt.IsZero() && now.After(a.LaunchedAt) {
+			c += a.Placement.HourlyCost().ForDuration(now.Sub(a.LaunchedAt))
+		}
 	}
 	return c
 }
@@ -136,7 +185,22 @@ func (r *Record) MoveTo(next State, now time.Time, message string) error {
 // EndAttempt closes the current attempt at now with an outcome, bills it
 // and moves it to the history. It is a no-op without a current attempt.
 func (r *Record) EndAttempt(now time.Time, outcome string) {
-	a := r.Status.Current
+	r.endAttempt(&r.Status.Current, now, outcome)
+}
+
+// EndPrevious closes the attempt being replaced, like EndAttempt.
+func (r *Record) EndPrevious(now time.Time, outcome string) {
+	r.endAttempt(&r.Status.Previous, now, outcome)
+}
+
+// Replace makes the current attempt the previous one (it is under notice)
+// so that a replacement can become current.
+func (r *Record) Replace() {
+	r.Status.Previous, r.Status.Current = r.Status.Current, nil
+}
+
+func (r *Record) endAttempt(slot **Attempt, now time.Time, outcome string) {
+	a := *slot
 	if a == nil {
 		return
 	}
@@ -150,7 +214,7 @@ func (r *Record) EndAttempt(now time.Time, outcome string) {
 	if n := len(r.Status.Attempts); n > maxHistory {
 		r.Status.Attempts = append([]Attempt(nil), r.Status.Attempts[n-maxHistory:]...)
 	}
-	r.Status.Current = nil
+	*slot = nil
 	r.Status.UpdatedAt = now
 }
 
@@ -162,6 +226,14 @@ func (r *Record) Clone() *Record {
 	if r.Status.Current != nil {
 		cur := r.Status.Current.clone()
 		c.Status.Current = &cur
+	}
+	if r.Status.Previous != nil {
+		prev := r.Status.Previous.clone()
+		c.Status.Previous = &prev
+	}
+	if r.Status.Checkpoint != nil {
+		ck := *r.Status.Checkpoint
+		c.Status.Checkpoint = &ck
 	}
 	if r.Status.Attempts != nil {
 		c.Status.Attempts = make([]Attempt, len(r.Status.Attempts))
@@ -175,6 +247,10 @@ func (r *Record) Clone() *Record {
 func (a Attempt) clone() Attempt {
 	a.Instances = slices.Clone(a.Instances)
 	a.Running = slices.Clone(a.Running)
+	if a.Notice != nil {
+		n := *a.Notice
+		a.Notice = &n
+	}
 	return a
 }
 

@@ -118,6 +118,9 @@ type Checkpoint struct {
 	Command []string `json:"command,omitempty"`
 	// Disabled means the job cannot checkpoint: an interruption restarts it.
 	Disabled bool `json:"disabled,omitempty"`
+	// MoveOnRebalance moves the job as soon as its provider recommends
+	// rebalancing (elevated interruption risk), before any notice comes.
+	MoveOnRebalance bool `json:"move_on_rebalance,omitempty"`
 }
 
 // Vocabulary is what a spec is checked against: the GPU types, providers,

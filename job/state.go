@@ -32,7 +32,7 @@ var transitions = map[State][]State{
 	Placing:       {Running, Queued, Cancelled, Failed},
 	Running:       {Succeeded, Failed, Queued, Cancelled, Checkpointing, Migrating},
 	Checkpointing: {Migrating, Queued, Running, Succeeded, Failed, Cancelled},
-	Migrating:     {Placing, Queued, Failed, Cancelled},
+	Migrating:     {Placing, Running, Queued, Succeeded, Failed, Cancelled},
 }
 
 // Terminal reports whether the job is done for good.

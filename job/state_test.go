@@ -15,7 +15,7 @@ func TestStateTransitions(t *testing.T) {
 		Placing:       {Running, Queued, Cancelled, Failed},
 		Running:       {Checkpointing, Migrating, Queued, Succeeded, Failed, Cancelled},
 		Checkpointing: {Migrating, Queued, Running, Succeeded, Failed, Cancelled},
-		Migrating:     {Placing, Queued, Failed, Cancelled},
+		Migrating:     {Placing, Running, Queued, Succeeded, Failed, Cancelled},
 		Succeeded:     nil,
 		Failed:        nil,
 		Cancelled:     nil,

@@ -70,6 +70,33 @@ type Workload struct {
 	// ResumeFrom is the fraction of the work already done (0..1) by earlier
 	// attempts, restored from a checkpoint.
 	ResumeFrom float64 `json:"resume_from,omitempty"`
+	// StartAfter holds a replacement's workload until the attempt it
+	// replaces has had its chance to checkpoint.
+	StartAfter time.Time `json:"start_after,omitzero"`
+	// Checkpoint says how the workload checkpoints: how long one takes,
+	// how often to take one, how big it is, how to ask for one.
+	Checkpoint CheckpointPlan `json:"checkpoint"`
+}
+
+// CheckpointPlan is a workload's checkpoint settings as the agent applies
+// them.
+type CheckpointPlan struct {
+	Disabled bool          `json:"disabled,omitempty"`
+	Duration time.Duration `json:"duration"`
+	// Interval is the time between periodic checkpoints (zero: none).
+	Interval time.Duration `json:"interval,omitempty"`
+	SizeGB   float64       `json:"size_gb,omitempty"`
+	Signal   string        `json:"signal,omitempty"`
+	Command  []string      `json:"command,omitempty"`
+	// URI is the checkpoint store (empty: the server's default).
+	URI string `json:"uri,omitempty"`
+}
+
+// RiskReporter is implemented by providers that know how often an offer's
+// capacity is taken back (the simulated cloud; AWS's Spot Advisor
+// buckets): interruptions per instance-hour.
+type RiskReporter interface {
+	InterruptionRate(offerID string) (perHour float64, ok bool)
 }
 
 // InstanceState is where an instance is in its life.

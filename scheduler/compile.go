@@ -145,6 +145,9 @@ func compileOffers(offers []providers.Offer, now time.Time, unavailable map[stri
 			co.geos = append(co.geos, geo)
 		}
 		until, marked := unavailable[o.ID()]
+		if zu, ok := unavailable[zoneKey(o.Provider, o.Zone)]; ok && (!marked || zu.After(until)) {
+			until, marked = zu, true
+		}
 		avail := o.Available
 		if o.Capacity == providers.CapacityNone {
 			avail = 0

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/spotwise/spotwise/bidding"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/providers"
@@ -25,7 +26,7 @@ func (s *Scheduler) place(ctx context.Context, p Placement) {
 	now := s.o.Clock.Now()
 	o := p.Offer
 	rec, err := s.modify(ctx, p.JobID, func(r *job.Record) error {
-		if r.Status.State != job.Queued {
+		if !r.NeedsPlacement() {
 			return errSkip
 		}
 		r.Status.Attempt++
@@ -40,7 +41,18 @@ func (s *Scheduler) place(ctx context.Context, p Placement) {
 			EstimatedRuntime: job.Duration(p.Estimate.Runtime),
 			EstimatedCost:    p.Estimate.Cost,
 		}
-		return r.MoveTo(job.Placing, now, fmt.Sprintf("placing on %d x %s in %s (%s, %s/h)", p.Nodes, o.InstanceType, o.Zone, o.Purchase, o.Price.Human()))
+		msg := fmt.Sprintf("placing on %d x %s in %s (%s, %s/h)", p.Nodes, o.InstanceType, o.Zone, o.Purchase, o.Price.Human())
+		if prev := r.Status.Previous; prev != nil {
+			// A replacement: its workload starts once the attempt it
+			// replaces has had its chance to checkpoint.
+			if prev.Notice != nil && prev.Notice.Deadline.After(now) {
+				r.Status.Current.StartAfter = prev.Notice.Deadline
+			}
+			r.Status.Message = "replacement " + msg
+			r.Status.UpdatedAt = now
+			return nil
+		}
+		return r.MoveTo(job.Placing, now, msg)
 	})
 	if err != nil {
 		s.log.Warn("recording placement", zap.String("job", p.JobID), zap.Error(err))
@@ -52,7 +64,7 @@ func (s *Scheduler) place(ctx context.Context, p Placement) {
 	a := rec.Status.Current
 	s.metrics.placements.Add(1)
 	s.log.Info("placing job", zap.String("job", rec.ID), zap.String("offer", a.Placement.OfferID), zap.Stringer("price", a.Placement.PricePerHour), zap.Duration("runtime", p.Estimate.Runtime), zap.Stringer("cost", p.Estimate.Cost))
-	s.emit(ctx, &events.JobEvent{JobID: rec.ID, Kind: events.KindPlacing, State: job.Placing, Attempt: a.N, Placement: &a.Placement,
+	s.emit(ctx, &events.JobEvent{JobID: rec.ID, Kind: events.KindPlacing, State: rec.Status.State, Attempt: a.N, Placement: &a.Placement,
 		Message: fmt.Sprintf("expected runtime %s, expected cost %s", human(p.Estimate.Runtime), p.Estimate.Cost.Human())}, a.LaunchKey+"-placing")
 	s.launch(ctx, rec)
 }
@@ -69,7 +81,7 @@ func (s *Scheduler) launch(ctx context.Context, rec *job.Record) {
 		IdempotencyKey: a.LaunchKey, Offer: s.offerFor(a.Placement), Count: max(1, a.Placement.Nodes),
 		MaxPrice: a.MaxPrice, JobID: rec.ID, Attempt: a.N,
 		Tags:     map[string]string{"spotwise:job": rec.ID, "spotwise:attempt": strconv.Itoa(a.N), "spotwise:name": rec.Spec.Name, "spotwise:team": rec.Spec.Team},
-		Workload: workloadOf(rec),
+		Workload: s.workloadOf(rec),
 	}
 	var insts []providers.Instance
 	var err error
@@ -110,13 +122,50 @@ func (s *Scheduler) offerFor(p job.Placement) providers.Offer {
 		GPU: p.GPU, GPUs: p.GPUs, Purchase: providers.PurchaseOption(p.Purchase), Price: p.PricePerHour, Available: -1}
 }
 
-func workloadOf(r *job.Record) providers.Workload {
-	s := &r.Spec
-	return providers.Workload{
-		Image: s.Image, Command: s.Command, Env: s.Env,
-		ReferenceGPU: s.Work.ReferenceGPU, ReferenceSeconds: s.Work.ReferenceDuration(s.TotalGPUs()).Seconds(),
-		Class: s.Class(), ResumeFrom: r.Status.Progress,
+// defaultCheckpointTime is assumed for a job that does not say how long
+// its checkpoints take.
+const defaultCheckpointTime = time.Minute
+
+// workloadOf is what the agent on the instances needs: the command, the
+// size of the work, where it resumes from, and its checkpoint plan, with
+// the periodic interval chosen from the checkpoint time and the offer's
+// interruption rate (Young/Daly) unless the job fixes it.
+func (s *Scheduler) workloadOf(r *job.Record) providers.Workload {
+	spec := &r.Spec
+	a := r.Status.Current
+	ck := spec.Checkpoint
+	plan := providers.CheckpointPlan{Disabled: ck.Disabled, Duration: ck.Duration.D(), SizeGB: ck.SizeGB,
+		Signal: ck.Signal, Command: ck.Command, URI: ck.URI, Interval: ck.Interval.D()}
+	if plan.Duration == 0 {
+		plan.Duration = defaultCheckpointTime
 	}
+	if plan.Interval == 0 && !plan.Disabled {
+		plan.Interval = bidding.CheckpointInterval(plan.Duration, s.interruptionRate(a.Placement))
+	}
+	w := providers.Workload{
+		Image: spec.Image, Command: spec.Command, Env: spec.Env,
+		ReferenceGPU: spec.Work.ReferenceGPU, ReferenceSeconds: spec.Work.ReferenceDuration(spec.TotalGPUs()).Seconds(),
+		Class: spec.Class(), Checkpoint: plan, StartAfter: a.StartAfter,
+	}
+	if c := r.Status.Checkpoint; c != nil {
+		w.ResumeFrom = c.Progress
+	}
+	return w
+}
+
+// interruptionRate is how often the placement's capacity is expected to
+// be taken back per hour: what its provider says, else a prior (spot: the
+// middle of the AWS Spot Advisor "5-10% a month" bucket; others: never).
+func (s *Scheduler) interruptionRate(p job.Placement) float64 {
+	if rr, ok := s.o.Clouds[p.Provider].(providers.RiskReporter); ok {
+		if rate, ok := rr.InterruptionRate(p.OfferID); ok {
+			return rate
+		}
+	}
+	if p.Purchase == string(providers.Spot) {
+		return 0.075 / (30 * 24)
+	}
+	return 0
 }
 
 // launched records the instances of an attempt. If the job was cancelled
@@ -221,27 +270,43 @@ func (s *Scheduler) launchRefused(ctx context.Context, id string, a *job.Attempt
 // cancelled while placing or running): terminate, bill, close.
 func (s *Scheduler) cleanup(ctx context.Context, id string) {
 	rec, _, err := s.jobs.Get(ctx, id)
-	if err != nil || !rec.Status.State.Terminal() || rec.Status.Current == nil {
+	if err != nil || !rec.Status.State.Terminal() || (rec.Status.Current == nil && rec.Status.Previous == nil) {
 		return
 	}
-	a := rec.Status.Current
-	insts := s.liveInstances(ctx, a)
-	s.terminateAll(ctx, id, insts, "job "+string(rec.Status.State))
-	now := s.o.Clock.Now()
-	rec, err = s.modify(ctx, id, func(r *job.Record) error {
-		if r.Status.Current == nil || r.Status.Current.N != a.N {
-			return errSkip
+	for _, prev := range []bool{true, false} {
+		a := rec.Status.Current
+		if prev {
+			a = rec.Status.Previous
 		}
-		r.EndAttempt(now, string(r.Status.State))
-		return nil
-	})
-	if err != nil {
-		s.log.Warn("closing attempt", zap.String("job", id), zap.Error(err))
-		return
-	}
-	if rec != nil && len(insts) > 0 {
-		s.emit(ctx, &events.JobEvent{JobID: id, Kind: events.KindTerminated, State: rec.Status.State, Attempt: a.N, Cost: rec.Status.EndedCost,
-			Message: "terminated " + joinIDs(idsOf(insts))}, a.LaunchKey+"-terminated")
+		if a == nil {
+			continue
+		}
+		insts := s.liveInstances(ctx, a)
+		s.terminateAll(ctx, id, insts, "job "+string(rec.Status.State))
+		now := s.o.Clock.Now()
+		closed, err := s.modify(ctx, id, func(r *job.Record) error {
+			slot := r.Status.Current
+			if prev {
+				slot = r.Status.Previous
+			}
+			if slot == nil || slot.N != a.N {
+				return errSkip
+			}
+			if prev {
+				r.EndPrevious(now, "preempted")
+			} else {
+				r.EndAttempt(now, string(r.Status.State))
+			}
+			return nil
+		})
+		if err != nil {
+			s.log.Warn("closing attempt", zap.String("job", id), zap.Error(err))
+			return
+		}
+		if closed != nil && len(insts) > 0 {
+			s.emit(ctx, &events.JobEvent{JobID: id, Kind: events.KindTerminated, State: closed.Status.State, Attempt: a.N, Cost: closed.Status.EndedCost,
+				Message: "terminated " + joinIDs(idsOf(insts))}, a.LaunchKey+"-terminated")
+		}
 	}
 }
 

@@ -52,6 +52,8 @@ func (s *Scheduler) instanceRunning(ctx context.Context, in providers.Instance) 
 		if a.LaunchedAt.IsZero() || in.LaunchedAt.Before(a.LaunchedAt) {
 			a.LaunchedAt = in.LaunchedAt
 		}
+		// A replacement (the job is checkpointing or migrating) runs when
+		// its agent starts the workload, after the old attempt is done.
 		if r.Status.State == job.Placing && len(a.Running) >= max(1, a.Placement.Nodes) {
 			a.RunningAt = now
 			return r.MoveTo(job.Running, now, "running")
@@ -67,28 +69,49 @@ func (s *Scheduler) instanceRunning(ctx context.Context, in providers.Instance) 
 	return nil
 }
 
-// instanceLost handles capacity that went away under an active attempt:
-// the attempt ends, the work since the last kept progress is lost, the
-// other nodes are released and the job goes back to the queue.
+// instanceLost handles capacity that went away under an attempt. For the
+// attempt being replaced (its notice ran out) that is expected: it ends as
+// preempted, and if its checkpoint did not finish the job falls back to the
+// last good one. For the current attempt it is a loss: the attempt ends,
+// the work since the last checkpoint is lost, the other nodes are released
+// and the job goes back to the queue.
 func (s *Scheduler) instanceLost(ctx context.Context, jobID, key string, ids []string, reason string) error {
 	now := s.o.Clock.Now()
 	var ended *job.Attempt
+	var previous, ckptFailed bool
 	rec, err := s.modify(ctx, jobID, func(r *job.Record) error {
-		ended = nil
+		ended, previous, ckptFailed = nil, false, false
+		if p := r.Status.Previous; p != nil && p.LaunchKey == key {
+			ended, previous = p, true
+			r.EndPrevious(now, "preempted")
+			if r.Status.State == job.Checkpointing {
+				// The notice ran out before a checkpoint was stored.
+				ckptFailed = true
+				fallBack(r)
+				return r.MoveTo(job.Migrating, now, "checkpoint did not finish in the notice window: resuming from "+resumePoint(r))
+			}
+			return nil
+		}
 		a := r.Status.Current
 		if a == nil || a.LaunchKey != key || !r.Status.State.Active() {
 			return errSkip
 		}
 		ended = a
-		// Without a checkpoint, everything this attempt did is lost.
-		lost := bidding.ScaleDuration(r.Spec.Work.ReferenceDuration(r.Spec.TotalGPUs()), r.Status.Progress)
-		r.Status.WorkLost += job.Duration(lost)
-		r.Status.Progress = 0
+		fallBack(r)
 		r.EndAttempt(now, "lost")
-		return r.MoveTo(job.Queued, now, fmt.Sprintf("instance %s lost: %s", joinIDs(ids), reason))
+		return r.MoveTo(job.Queued, now, fmt.Sprintf("instance %s lost: %s; resuming from %s", joinIDs(ids), reason, resumePoint(r)))
 	})
 	if err != nil || rec == nil {
 		return err
+	}
+	if previous {
+		s.emit(ctx, &events.JobEvent{JobID: jobID, Kind: events.KindPreempted, State: rec.Status.State, Attempt: ended.N, Placement: &ended.Placement,
+			Message: fmt.Sprintf("capacity reclaimed (%s)", reason), Cost: rec.Status.EndedCost}, ended.LaunchKey+"-preempted")
+		if ckptFailed {
+			s.checkpointFailed(ctx, rec, ended.N, "the notice window ran out before the checkpoint was stored")
+		}
+		s.terminateAll(ctx, jobID, instancesOf(ended), "its capacity was reclaimed")
+		return nil
 	}
 	s.metrics.instancesLost.Add(1)
 	s.log.Warn("instance lost; job requeued", zap.String("job", jobID), zap.Strings("instances", ids), zap.String("reason", reason))
@@ -104,19 +127,61 @@ func (s *Scheduler) instanceLost(ctx context.Context, jobID, key string, ids []s
 	return nil
 }
 
+// fallBack sets a job's progress back to its last good checkpoint (or to
+// nothing) and records the work in between as lost.
+func fallBack(r *job.Record) {
+	kept := 0.0
+	if c := r.Status.Checkpoint; c != nil {
+		kept = c.Progress
+	}
+	if r.Status.Progress > kept {
+		lost := bidding.ScaleDuration(r.Spec.Work.ReferenceDuration(r.Spec.TotalGPUs()), r.Status.Progress-kept)
+		r.Status.WorkLost += job.Duration(lost)
+	}
+	r.Status.Progress = kept
+}
+
+// resumePoint says where a job resumes from, for messages.
+func resumePoint(r *job.Record) string {
+	if c := r.Status.Checkpoint; c != nil {
+		return fmt.Sprintf("the checkpoint at %.0f%% (step %d)", c.Progress*100, c.Step)
+	}
+	return "the start (no checkpoint)"
+}
+
 // onAgent records what a job's agent reports: progress, and the exit that
 // ends the job (or retries it).
 func (s *Scheduler) onAgent(ctx context.Context, m events.Message) error {
 	rep := m.Payload.(*events.AgentReport)
-	if rep.Kind == events.AgentExited {
+	switch rep.Kind {
+	case events.AgentExited:
 		return s.exited(ctx, rep)
+	case events.AgentCheckpoint:
+		return s.checkpointed(ctx, rep)
+	case events.AgentCheckpointFailed:
+		rec, _, err := s.jobs.Get(ctx, rep.JobID)
+		if err != nil {
+			return nil
+		}
+		s.checkpointFailed(ctx, rec, rep.Attempt, rep.Message)
+		return nil
 	}
 	now := s.o.Clock.Now()
-	var crossed bool
+	var crossed, started bool
 	rec, err := s.modify(ctx, rep.JobID, func(r *job.Record) error {
+		crossed, started = false, false
 		a := r.Status.Current
 		if a == nil || a.N != rep.Attempt || !r.Status.State.Active() {
 			return errSkip
+		}
+		if rep.Kind == events.AgentStarted && r.Status.State != job.Running {
+			// A replacement's workload started (from its checkpoint).
+			started = true
+			r.Status.Progress = rep.Progress
+			if a.RunningAt.IsZero() {
+				a.RunningAt = now
+			}
+			return r.MoveTo(job.Running, now, fmt.Sprintf("running from %.0f%%", rep.Progress*100))
 		}
 		// Progress is written in steps of 1% to keep the bucket quiet.
 		if rep.Progress < r.Status.Progress+0.01 {
@@ -130,6 +195,9 @@ func (s *Scheduler) onAgent(ctx context.Context, m events.Message) error {
 	if err != nil || rec == nil {
 		return err
 	}
+	if started {
+		s.emitRunning(ctx, rec)
+	}
 	if crossed {
 		pct := int(rec.Status.Progress * 10)
 		s.emit(ctx, &events.JobEvent{JobID: rec.ID, Kind: events.KindProgress, State: rec.Status.State, Attempt: rep.Attempt, Progress: rec.Status.Progress,
@@ -142,10 +210,23 @@ func (s *Scheduler) onAgent(ctx context.Context, m events.Message) error {
 // failure retries it while retries are left.
 func (s *Scheduler) exited(ctx context.Context, rep *events.AgentReport) error {
 	now := s.o.Clock.Now()
-	var ended *job.Attempt
+	var ended, dropped *job.Attempt
 	var kind string
 	rec, err := s.modify(ctx, rep.JobID, func(r *job.Record) error {
-		ended = nil
+		ended, dropped = nil, nil
+		if p := r.Status.Previous; p != nil && p.N == rep.Attempt && r.Status.State.Active() {
+			// The attempt under notice finished its work in the window:
+			// the job is done and its replacement is not needed. Any
+			// other exit of it (killed with its capacity) changes nothing.
+			if rep.ExitCode != 0 {
+				return errSkip
+			}
+			ended, dropped, kind = p, r.Status.Current, events.KindSucceeded
+			r.Status.Progress = 1
+			r.EndPrevious(now, "succeeded")
+			r.EndAttempt(now, "cancelled")
+			return r.MoveTo(job.Succeeded, now, "command succeeded (before its capacity went)")
+		}
 		a := r.Status.Current
 		if a == nil || a.N != rep.Attempt || !r.Status.State.Active() {
 			return errSkip
@@ -186,5 +267,8 @@ func (s *Scheduler) exited(ctx context.Context, rep *events.AgentReport) error {
 	s.emit(ctx, &events.JobEvent{JobID: rec.ID, Kind: kind, State: rec.Status.State, Attempt: ended.N, Placement: &ended.Placement,
 		Progress: rec.Status.Progress, Cost: rec.Status.EndedCost, Message: rec.Status.Message}, ended.LaunchKey+"-"+kind)
 	s.terminateAll(ctx, rec.ID, instancesOf(ended), rec.Status.Message)
+	if dropped != nil {
+		s.terminateAll(ctx, rec.ID, instancesOf(dropped), "the job finished before its replacement was needed")
+	}
 	return nil
 }

@@ -47,7 +47,7 @@ func (s *Scheduler) reconcile(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if key := s.reconcileJob(ctx, id, byKey); key != "" {
+		for _, key := range s.reconcileJob(ctx, id, byKey) {
 			owned[key] = true
 		}
 	}
@@ -80,11 +80,11 @@ func (s *Scheduler) listInstances(ctx context.Context) (map[string][]providers.I
 	return byKey, true
 }
 
-// reconcileJob repairs one job and returns the launch key it legitimately
-// holds, if any.
-func (s *Scheduler) reconcileJob(ctx context.Context, id string, byKey map[string][]providers.Instance) string {
+// reconcileJob repairs one job and returns the launch keys it legitimately
+// holds.
+func (s *Scheduler) reconcileJob(ctx context.Context, id string, byKey map[string][]providers.Instance) []string {
 	if !s.claim(id) {
-		return ""
+		return nil
 	}
 	defer s.done(id)
 	rec, _, err := s.jobs.Get(ctx, id)
@@ -92,24 +92,69 @@ func (s *Scheduler) reconcileJob(ctx context.Context, id string, byKey map[strin
 		if !errors.Is(err, events.ErrNotFound) {
 			s.log.Warn("reconcile: reading job", zap.String("job", id), zap.Error(err))
 		}
-		return ""
+		return nil
 	}
-	a := rec.Status.Current
-	if a == nil {
-		return ""
+	if rec.Status.State.Terminal() {
+		s.cleanup(ctx, id)
+		return nil
 	}
-	var live, ended []providers.Instance
-	for _, in := range byKey[a.LaunchKey] {
+	var owned []string
+	if p := rec.Status.Previous; p != nil {
+		if s.reconcilePrevious(ctx, rec, p, byKey) {
+			owned = append(owned, p.LaunchKey)
+		}
+	}
+	if key := s.reconcileCurrent(ctx, rec, byKey); key != "" {
+		owned = append(owned, key)
+	}
+	return owned
+}
+
+// splitByState sorts an attempt's instances into live and ended.
+func splitByState(byKey map[string][]providers.Instance, key string) (live, ended []providers.Instance) {
+	for _, in := range byKey[key] {
 		if in.State.Ended() {
 			ended = append(ended, in)
 		} else {
 			live = append(live, in)
 		}
 	}
-	switch st := rec.Status.State; {
-	case st.Terminal():
-		s.cleanup(ctx, id)
+	return live, ended
+}
+
+// reconcilePrevious looks after an attempt being replaced: once its
+// capacity is gone it is closed; while its notice runs, the checkpoint
+// request is repeated (it may have been lost in a restart). It reports
+// whether the attempt still holds capacity.
+func (s *Scheduler) reconcilePrevious(ctx context.Context, rec *job.Record, p *job.Attempt, byKey map[string][]providers.Instance) bool {
+	live, ended := splitByState(byKey, p.LaunchKey)
+	if len(live) == 0 {
+		reason := "capacity reclaimed"
+		if len(ended) > 0 && ended[0].Reason != "" {
+			reason = ended[0].Reason
+		}
+		if err := s.instanceLost(ctx, rec.ID, p.LaunchKey, p.Instances, reason); err != nil {
+			s.log.Warn("reconcile: closing a replaced attempt", zap.String("job", rec.ID), zap.Error(err))
+		}
+		return false
+	}
+	if rec.Status.State == job.Checkpointing && p.Notice != nil && p.Notice.Deadline.After(s.o.Clock.Now()) {
+		s.requestCheckpoint(rec.ID, p.N, p.Notice.Deadline, "repeat: "+p.Notice.Kind)
+	}
+	return true
+}
+
+// reconcileCurrent repairs the current attempt and returns its key if it
+// legitimately holds capacity.
+func (s *Scheduler) reconcileCurrent(ctx context.Context, rec *job.Record, byKey map[string][]providers.Instance) string {
+	id := rec.ID
+	a := rec.Status.Current
+	if a == nil {
 		return ""
+	}
+	live, ended := splitByState(byKey, a.LaunchKey)
+	placing := rec.Status.State == job.Placing || (len(a.Running) < max(1, a.Placement.Nodes) && rec.Status.State != job.Running)
+	switch {
 	case len(live) == 0 && len(ended) > 0:
 		reason := ended[0].Reason
 		if reason == "" {
@@ -119,17 +164,17 @@ func (s *Scheduler) reconcileJob(ctx context.Context, id string, byKey map[strin
 			s.log.Warn("reconcile: requeueing job", zap.String("job", id), zap.Error(err))
 		}
 		return ""
-	case st == job.Placing && len(live) == 0:
+	case placing && len(live) == 0:
 		s.log.Info("reconcile: launching again with the same key", zap.String("job", id), zap.String("key", a.LaunchKey))
 		s.launch(ctx, rec)
 		return a.LaunchKey
-	case st == job.Placing && len(live)+len(ended) < max(1, a.Placement.Nodes):
+	case placing && len(live)+len(ended) < max(1, a.Placement.Nodes):
 		// Some nodes of the launch are missing (a crash inside the
 		// provider's launch): asking again with the key completes it.
 		s.log.Info("reconcile: completing a partial launch", zap.String("job", id), zap.String("key", a.LaunchKey), zap.Int("found", len(live)+len(ended)))
 		s.launch(ctx, rec)
 		return a.LaunchKey
-	case st == job.Placing:
+	case placing:
 		s.launched(ctx, id, a.N, live)
 		return a.LaunchKey
 	case len(live) == 0:
@@ -176,7 +221,8 @@ func (s *Scheduler) collectOrphans(ctx context.Context, byKey map[string][]provi
 			if err != nil && !errors.Is(err, events.ErrNotFound) {
 				continue // cannot tell: leave it for the next round
 			}
-			if err == nil && rec.Status.Current != nil && rec.Status.Current.LaunchKey == key && !rec.Status.State.Terminal() {
+			if err == nil && !rec.Status.State.Terminal() && ((rec.Status.Current != nil && rec.Status.Current.LaunchKey == key) ||
+				(rec.Status.Previous != nil && rec.Status.Previous.LaunchKey == key)) {
 				continue
 			}
 		}

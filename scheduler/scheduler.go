@@ -154,6 +154,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}{
 		{events.ConsumerConfig{Stream: events.StreamInstances, Durable: "scheduler-instances", Subjects: []string{"spotwise.instances.>"}}, s.onInstance},
 		{events.ConsumerConfig{Stream: events.StreamAgent, Durable: "scheduler-agent", Subjects: []string{"spotwise.agent.*"}}, s.onAgent},
+		{events.ConsumerConfig{Stream: events.StreamInterruptions, Durable: "scheduler-interruptions", Subjects: []string{"spotwise.interruptions.>"}, AckWait: 10 * time.Second}, s.onInterruption},
 		{events.ConsumerConfig{Stream: events.StreamJobs, Durable: "scheduler-submissions", Subjects: []string{events.SubjectJobSubmitted}, New: true}, func(context.Context, events.Message) error {
 			s.kick()
 			return nil
@@ -235,9 +236,9 @@ func (s *Scheduler) onJobChange(c events.JobChange) {
 		return
 	}
 	r := c.Record
-	e.rev, e.state, e.hasCurrent = c.Revision, r.Status.State, r.Status.Current != nil
+	e.rev, e.state, e.hasCurrent = c.Revision, r.Status.State, r.Status.Current != nil || r.Status.Previous != nil
 	switch {
-	case r.Status.State == job.Queued:
+	case r.NeedsPlacement():
 		if e.queued != nil {
 			s.q.remove(c.ID, e.queued)
 		}
@@ -253,14 +254,14 @@ func (s *Scheduler) onJobChange(c events.JobChange) {
 		s.dequeue(c.ID, e)
 	}
 	if r.Status.State.Terminal() {
-		if r.Status.Current != nil && !e.inflight {
+		if e.hasCurrent && !e.inflight {
 			e.inflight = true
 			id := r.ID
 			s.goAction(context.Background(), func(ctx context.Context) {
 				defer s.done(id)
 				s.cleanup(ctx, id)
 			})
-		} else if r.Status.Current == nil && !e.inflight {
+		} else if !e.hasCurrent && !e.inflight {
 			// Finished for good: nothing more to remember in memory.
 			delete(s.index, c.ID)
 		}

@@ -36,6 +36,9 @@ then SPOTWISE_* environment variables, then flags.`,
 			if err := merged.LoadEnv(os.LookupEnv); err != nil {
 				return err
 			}
+			if err := merged.Alerts.ExpandEnv(os.LookupEnv); err != nil {
+				return err
+			}
 			applyFlags(cmd, &merged, flagged)
 			log, err := newLogger(merged.Log)
 			if err != nil {
@@ -71,6 +74,9 @@ then SPOTWISE_* environment variables, then flags.`,
 	f.IntVar(&cfg.NATS.Replicas, "nats-replicas", cfg.NATS.Replicas, "replicas of every stream and bucket (3 on a cluster)")
 	f.Float64Var(&cfg.Sim.Speed, "sim-speed", cfg.Sim.Speed, "how much faster than real time the simulated cloud runs (1 = real time)")
 	f.Int64Var(&cfg.Sim.Seed, "sim-seed", cfg.Sim.Seed, "seed of the simulated cloud (prices, capacity, latencies)")
+	f.Float64Var(&cfg.Sim.Interruptions.RateScale, "sim-interruption-scale", cfg.Sim.Interruptions.RateScale, "multiplies the simulated spot interruption rates (1 is realistic; 2000 makes a 2-hour job likely to be preempted; 0: none)")
+	f.StringSliceVar(&cfg.Sim.Traces, "sim-trace", nil, "availability trace files or folders (../shared/traces format) that drive spot availability in their zones")
+	f.StringVar(&cfg.Checkpoints.URI, "checkpoints", "", "default checkpoint store: file:///path, s3://bucket/prefix, azblob://account/container/prefix (default: under --data-dir)")
 	f.StringVar(&cfg.Log.Level, "log-level", cfg.Log.Level, "debug, info, warn or error")
 	f.StringVar(&cfg.Log.Format, "log-format", cfg.Log.Format, "console or json")
 	return cmd
@@ -79,24 +85,27 @@ then SPOTWISE_* environment variables, then flags.`,
 // applyFlags copies the flags set on the command line from flagged to cfg.
 func applyFlags(cmd *cobra.Command, cfg *server.Config, flagged server.Config) {
 	set := map[string]func(){
-		"data-dir":      func() { cfg.DataDir = flagged.DataDir },
-		"node-name":     func() { cfg.NodeName = flagged.NodeName },
-		"http-addr":     func() { cfg.HTTPAddr = flagged.HTTPAddr },
-		"nats-url":      func() { cfg.NATS.URL = flagged.NATS.URL },
-		"nats-listen":   func() { cfg.NATS.Listen = flagged.NATS.Listen },
-		"nats-creds":    func() { cfg.NATS.CredsFile = flagged.NATS.CredsFile },
-		"nats-nkey":     func() { cfg.NATS.NKeyFile = flagged.NATS.NKeyFile },
-		"nats-user":     func() { cfg.NATS.User = flagged.NATS.User },
-		"nats-password": func() { cfg.NATS.Password = flagged.NATS.Password },
-		"nats-token":    func() { cfg.NATS.Token = flagged.NATS.Token },
-		"nats-tls-ca":   func() { cfg.NATS.TLSCAFile = flagged.NATS.TLSCAFile },
-		"nats-tls-cert": func() { cfg.NATS.TLSCertFile = flagged.NATS.TLSCertFile },
-		"nats-tls-key":  func() { cfg.NATS.TLSKeyFile = flagged.NATS.TLSKeyFile },
-		"nats-replicas": func() { cfg.NATS.Replicas = flagged.NATS.Replicas },
-		"sim-speed":     func() { cfg.Sim.Speed = flagged.Sim.Speed },
-		"sim-seed":      func() { cfg.Sim.Seed = flagged.Sim.Seed },
-		"log-level":     func() { cfg.Log.Level = flagged.Log.Level },
-		"log-format":    func() { cfg.Log.Format = flagged.Log.Format },
+		"data-dir":               func() { cfg.DataDir = flagged.DataDir },
+		"node-name":              func() { cfg.NodeName = flagged.NodeName },
+		"http-addr":              func() { cfg.HTTPAddr = flagged.HTTPAddr },
+		"nats-url":               func() { cfg.NATS.URL = flagged.NATS.URL },
+		"nats-listen":            func() { cfg.NATS.Listen = flagged.NATS.Listen },
+		"nats-creds":             func() { cfg.NATS.CredsFile = flagged.NATS.CredsFile },
+		"nats-nkey":              func() { cfg.NATS.NKeyFile = flagged.NATS.NKeyFile },
+		"nats-user":              func() { cfg.NATS.User = flagged.NATS.User },
+		"nats-password":          func() { cfg.NATS.Password = flagged.NATS.Password },
+		"nats-token":             func() { cfg.NATS.Token = flagged.NATS.Token },
+		"nats-tls-ca":            func() { cfg.NATS.TLSCAFile = flagged.NATS.TLSCAFile },
+		"nats-tls-cert":          func() { cfg.NATS.TLSCertFile = flagged.NATS.TLSCertFile },
+		"nats-tls-key":           func() { cfg.NATS.TLSKeyFile = flagged.NATS.TLSKeyFile },
+		"nats-replicas":          func() { cfg.NATS.Replicas = flagged.NATS.Replicas },
+		"sim-speed":              func() { cfg.Sim.Speed = flagged.Sim.Speed },
+		"sim-seed":               func() { cfg.Sim.Seed = flagged.Sim.Seed },
+		"sim-interruption-scale": func() { cfg.Sim.Interruptions.RateScale = flagged.Sim.Interruptions.RateScale },
+		"sim-trace":              func() { cfg.Sim.Traces = flagged.Sim.Traces },
+		"checkpoints":            func() { cfg.Checkpoints.URI = flagged.Checkpoints.URI },
+		"log-level":              func() { cfg.Log.Level = flagged.Log.Level },
+		"log-format":             func() { cfg.Log.Format = flagged.Log.Format },
 	}
 	for name, apply := range set {
 		if cmd.Flags().Changed(name) {

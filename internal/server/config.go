@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"strconv"
@@ -16,24 +17,51 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/spotwise/spotwise/alerts"
 	"sigs.k8s.io/yaml"
 
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/providers/sim"
 )
+
+func simInterruptions(i sim.Interruptions) SimInterruptions {
+	return SimInterruptions{RateScale: i.RateScale, StormsPerDay: i.StormsPerDay, RebalanceShare: i.RebalanceShare,
+		MaintenancePerHour: i.MaintenancePerHour, FailuresPerHour: i.FailuresPerHour}
+}
+
+func (s SimInterruptions) model() sim.Interruptions {
+	return sim.Interruptions{RateScale: s.RateScale, StormsPerDay: s.StormsPerDay, RebalanceShare: s.RebalanceShare,
+		MaintenancePerHour: s.MaintenancePerHour, FailuresPerHour: s.FailuresPerHour}
+}
 
 // Config is the server's configuration: defaults, then the YAML file, then
 // SPOTWISE_* environment variables, then flags.
 type Config struct {
 	// NodeName identifies this server among several on one NATS cluster
 	// (for the scheduler lease); empty derives one.
-	NodeName  string          `json:"node_name"`
-	DataDir   string          `json:"data_dir"`
-	HTTPAddr  string          `json:"http_addr"`
-	Log       LogConfig       `json:"log"`
-	NATS      NATSConfig      `json:"nats"`
-	Sim       SimConfig       `json:"sim"`
-	Scheduler SchedulerConfig `json:"scheduler"`
-	Feeds     FeedsConfig     `json:"feeds"`
+	NodeName    string            `json:"node_name"`
+	DataDir     string            `json:"data_dir"`
+	HTTPAddr    string            `json:"http_addr"`
+	Log         LogConfig         `json:"log"`
+	NATS        NATSConfig        `json:"nats"`
+	Sim         SimConfig         `json:"sim"`
+	Scheduler   SchedulerConfig   `json:"scheduler"`
+	Feeds       FeedsConfig       `json:"feeds"`
+	Checkpoints CheckpointsConfig `json:"checkpoints"`
+	Alerts      alerts.Config     `json:"alerts"`
+}
+
+// CheckpointsConfig says where checkpoints are kept by default (a job's
+// checkpoint.uri overrides it).
+type CheckpointsConfig struct {
+	// URI is file:///path, s3://bucket/prefix or
+	// azblob://account/container/prefix; empty keeps them under the data
+	// directory. Cloud credentials come from the standard chains.
+	URI string `json:"uri"`
+	// Endpoint replaces the S3 or Blob endpoint (MinIO, Azurite).
+	Endpoint string `json:"endpoint"`
+	Region   string `json:"region"`
 }
 
 // FeedsConfig configures the price and capacity feeds.
@@ -78,6 +106,26 @@ type SimConfig struct {
 	Providers     []string     `json:"providers"`
 	Regions       []string     `json:"regions"`
 	PriceInterval job.Duration `json:"price_interval"`
+	// Interruptions is the seeded interruption model.
+	Interruptions SimInterruptions `json:"interruptions"`
+	// Traces are availability traces (files or folders in the
+	// ../shared/traces JSON format) that drive spot availability in the
+	// zones they name instead of the model.
+	Traces []string `json:"traces"`
+	// RunCommands lists the commands (first word) the simulated cloud
+	// really runs, through the real agent; other workloads are simulated.
+	RunCommands []string `json:"run_commands"`
+}
+
+// SimInterruptions tunes how the simulated cloud takes capacity back.
+type SimInterruptions struct {
+	// RateScale multiplies the per-offer spot interruption rates (1:
+	// realistic, a few per thousand instance-hours; 0: none).
+	RateScale          float64 `json:"rate_scale"`
+	StormsPerDay       float64 `json:"storms_per_day"`
+	RebalanceShare     float64 `json:"rebalance_share"`
+	MaintenancePerHour float64 `json:"maintenance_per_hour"`
+	FailuresPerHour    float64 `json:"failures_per_hour"`
 }
 
 // SchedulerConfig tunes the scheduler.
@@ -95,13 +143,16 @@ func Defaults() Config {
 		HTTPAddr: "127.0.0.1:8080",
 		Log:      LogConfig{Level: "info", Format: "console"},
 		NATS:     NATSConfig{Listen: "127.0.0.1:4222", Replicas: 1},
-		Sim:      SimConfig{Enabled: true, Speed: 120, Seed: 1, PriceInterval: job.Duration(10 * time.Minute)},
+		Sim: SimConfig{Enabled: true, Speed: 120, Seed: 1, PriceInterval: job.Duration(10 * time.Minute),
+			Interruptions: simInterruptions(sim.DefaultInterruptions()), RunCommands: []string{"spotwise"}},
 		Scheduler: SchedulerConfig{
 			ReconcileInterval: job.Duration(15 * time.Second),
 			UnavailableFor:    job.Duration(3 * time.Minute),
 			Workers:           32,
 		},
 		Feeds: FeedsConfig{Refresh: "@every 1m"},
+		Alerts: alerts.Config{DedupeWindow: 5 * time.Minute, RateLimit: alerts.RateLimit{Count: 30, Per: time.Minute, Burst: 10},
+			QueueSize: 256, Retry: alerts.Retry{MaxAttempts: 6, Initial: time.Second, Max: time.Minute}},
 	}
 }
 
@@ -256,6 +307,32 @@ func (c *Config) Validate() error {
 	}
 	if c.Scheduler.ReconcileInterval.D() < 100*time.Millisecond {
 		bad("scheduler.reconcile_interval", "must be at least 100ms")
+	}
+	in := c.Sim.Interruptions
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"rate_scale", in.RateScale}, {"storms_per_day", in.StormsPerDay}, {"maintenance_per_hour", in.MaintenancePerHour}, {"failures_per_hour", in.FailuresPerHour}} {
+		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			bad("sim.interruptions."+f.name, "must be a number >= 0")
+		}
+	}
+	if in.RebalanceShare < 0 || in.RebalanceShare > 1 {
+		bad("sim.interruptions.rebalance_share", "must be between 0 and 1")
+	}
+	for i, p := range c.Sim.Traces {
+		if _, err := os.Stat(p); err != nil {
+			bad(fmt.Sprintf("sim.traces[%d]", i), "%v", err)
+		}
+	}
+	if c.Checkpoints.URI != "" {
+		scheme, _, ok := strings.Cut(c.Checkpoints.URI, "://")
+		if !ok || (scheme != "file" && scheme != "s3" && scheme != "azblob") {
+			bad("checkpoints.uri", "must start with file://, s3:// or azblob://")
+		}
+	}
+	if err := c.Alerts.Validate(); err != nil {
+		bad("alerts", "%v", err)
 	}
 	if _, err := cron.ParseStandard(c.Feeds.Refresh); err != nil {
 		bad("feeds.refresh", "%q is not a cron schedule: %v", c.Feeds.Refresh, err)

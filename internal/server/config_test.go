@@ -84,6 +84,12 @@ func sameEmpty(c Config) Config {
 	if len(c.Sim.Regions) == 0 {
 		c.Sim.Regions = nil
 	}
+	if len(c.Sim.Traces) == 0 {
+		c.Sim.Traces = nil
+	}
+	if len(c.Alerts.Webhooks) == 0 {
+		c.Alerts.Webhooks = nil
+	}
 	return c
 }
 

@@ -21,7 +21,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/spotwise/spotwise/agent"
+	"github.com/spotwise/spotwise/alerts"
 	"github.com/spotwise/spotwise/api"
+	"github.com/spotwise/spotwise/checkpoint"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/internal/clock"
 	"github.com/spotwise/spotwise/providers"
@@ -32,20 +34,21 @@ import (
 
 // Server is a running spotwise server.
 type Server struct {
-	cfg       Config
-	log       *zap.Logger
-	bus       *events.Bus
-	clock     clock.Clock
-	api       *api.Service
-	lease     *events.Lease
-	metrics   *scheduler.Metrics
-	term      atomic.Pointer[term]
-	http      *http.Server
-	httpAddr  net.Addr
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	stopNATS  func()
-	closeOnce sync.Once
+	cfg         Config
+	log         *zap.Logger
+	bus         *events.Bus
+	clock       clock.Clock
+	api         *api.Service
+	checkpoints checkpoint.Store
+	lease       *events.Lease
+	metrics     *scheduler.Metrics
+	term        atomic.Pointer[term]
+	http        *http.Server
+	httpAddr    net.Addr
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	stopNATS    func()
+	closeOnce   sync.Once
 }
 
 // Start brings a server up and returns once it accepts requests.
@@ -94,6 +97,11 @@ func (s *Server) start(ctx, rctx context.Context) error {
 		return err
 	}
 
+	if s.checkpoints, err = openCheckpoints(ctx, cfg, s.clock); err != nil {
+		return err
+	}
+	s.log.Info("checkpoint store", zap.String("uri", redactURI(s.checkpoints.URI())))
+
 	s.api = api.NewService(bus, cat, s.clock, s.log.Named("api"))
 	if err := s.startIndex(ctx, rctx); err != nil {
 		return err
@@ -119,10 +127,23 @@ func (s *Server) start(ctx, rctx context.Context) error {
 		return err
 	}
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "spotwise", Name: "garbled_events_total", Help: "Events dropped because they could not be decoded."}, func() float64 { return float64(bus.Garbled()) }))
+	if len(cfg.Alerts.Webhooks) > 0 {
+		// Rate limits count real time, so the notifier keeps the real
+		// clock; it runs on every server, sharing one durable.
+		n, err := alerts.New(cfg.Alerts, bus, s.log.Named("alerts"))
+		if err != nil {
+			return fmt.Errorf("alerts: %w", err)
+		}
+		if err := n.Register(reg); err != nil {
+			return err
+		}
+		s.goRun(rctx, "alert delivery", n.Run)
+	}
 	handler := s.api.Handler(map[string]http.Handler{
 		"/metrics":      promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		"/v1/status":    http.HandlerFunc(s.status),
 		"/v1/instances": http.HandlerFunc(s.instances),
+		"/v1/sim/":      http.HandlerFunc(s.simHTTP),
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -164,14 +185,29 @@ type term struct {
 func (s *Server) lead(ctx context.Context) error {
 	cat := catalog.Default()
 	cfg := s.cfg
+	var traces map[string]sim.Trace
+	if len(cfg.Sim.Traces) > 0 {
+		var err error
+		if traces, err = sim.LoadTraces(cfg.Sim.Traces...); err != nil {
+			return fmt.Errorf("sim.traces: %w", err)
+		}
+	}
+	model := cfg.Sim.Interruptions.model()
+	simWork := &agent.SimWorkload{Clock: s.clock, Reporter: s.bus, Throughput: cat, Log: s.log.Named("agent"),
+		Checkpoints: s.checkpoints, Control: s.bus,
+		GPUOf: func(provider, itype string) (string, bool) {
+			it, ok := cat.InstanceType(provider, itype)
+			return it.GPU, ok
+		}}
+	exe, _ := os.Executable()
+	runner := &agent.Dispatch{Commands: cfg.Sim.RunCommands, Sim: simWork, Real: &agent.Local{
+		Sim: simWork, Reporter: s.bus, Control: s.bus, Checkpoints: s.checkpoints, Clock: s.clock, ClockSpeed: cfg.Sim.Speed,
+		Root: s.workRoot(), Executable: exe, Log: s.log.Named("agent"),
+	}}
 	cloud, err := sim.New(ctx, sim.Options{
 		Catalog: cat, Clock: s.clock, Seed: cfg.Sim.Seed, Providers: cfg.Sim.Providers, Regions: cfg.Sim.Regions,
 		Store: s.bus.SimStore(), PriceInterval: cfg.Sim.PriceInterval.D(), Log: s.log.Named("sim"),
-		Runner: &agent.SimWorkload{Clock: s.clock, Reporter: s.bus, Throughput: cat, Log: s.log.Named("agent"),
-			GPUOf: func(provider, itype string) (string, bool) {
-				it, ok := cat.InstanceType(provider, itype)
-				return it.GPU, ok
-			}},
+		Interruptions: &model, Traces: traces, Runner: runner,
 	})
 	if err != nil {
 		return fmt.Errorf("simulated cloud: %w", err)
@@ -200,6 +236,11 @@ func (s *Server) lead(ctx context.Context) error {
 		ReconcileInterval: cfg.Scheduler.ReconcileInterval.D(), UnavailableFor: cfg.Scheduler.UnavailableFor.D(),
 		Workers: cfg.Scheduler.Workers, Metrics: s.metrics,
 	})
+	stopControl, err := s.bus.Serve(SubjectSimControl, s.simControl(cloud))
+	if err != nil {
+		return err
+	}
+	defer stopControl()
 	s.term.Store(&term{cloud: cloud, scheduler: sched})
 	defer s.term.Store(nil)
 	return sched.Run(tctx)

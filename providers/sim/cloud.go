@@ -40,7 +40,19 @@ type Options struct {
 	Runner Runner
 	// PriceInterval is the clock time between spot price moves; default 10m.
 	PriceInterval time.Duration
-	Log           *zap.Logger
+	// Interruptions is the seeded interruption model; nil means
+	// DefaultInterruptions(). A model given is taken as it is: a zero
+	// field turns that kind of interruption off, so start from
+	// DefaultInterruptions() to change one knob.
+	Interruptions *Interruptions
+	// Traces drive spot availability per zone (zone name -> series, see
+	// LoadTraces) instead of the seeded model. Zones the cloud does not
+	// sell in are ignored with a warning.
+	Traces map[string]Trace
+	// TraceEpoch is when sample 0 of every trace is; the zero time means
+	// the Unix epoch. A trace starts over at its end.
+	TraceEpoch time.Time
+	Log        *zap.Logger
 }
 
 // Store is a key-value bucket (the server passes a NATS KV bucket). Keys
@@ -98,6 +110,7 @@ type Cloud struct {
 	store    Store
 	runner   Runner
 	interval time.Duration
+	intr     Interruptions
 	log      *zap.Logger
 
 	// The offer set is fixed at New; offers' mutable fields are under mu.
@@ -105,6 +118,8 @@ type Cloud struct {
 	offers    map[string]*offer
 	regions   []regionKey // sorted
 	byRegion  map[regionKey][]*offer
+	byZone    map[string][]*offer
+	traces    map[string]*traceIndex // zones sold here only; fixed at New
 
 	ctx    context.Context // ends at Close; parent of Store calls
 	cancel context.CancelFunc
@@ -119,6 +134,8 @@ type Cloud struct {
 	dirty     map[regionKey]bool   // regions whose offers changed in this call
 	unsaved   map[string]*instance // records whose last Store write failed
 	fx        effects              // side effects to run once mu is released
+	holds     []hold               // capacity interruptions took, until it returns
+	zoneOut   map[string]bool      // traced zones without capacity, as last announced
 	timer     clock.Timer
 	timerGen  uint64
 	wakeAt    time.Time
@@ -145,6 +162,13 @@ func New(ctx context.Context, o Options) (*Cloud, error) {
 	case o.PriceInterval < 0:
 		return nil, fmt.Errorf("sim: negative price interval %s", o.PriceInterval)
 	}
+	intr := DefaultInterruptions()
+	if o.Interruptions != nil {
+		intr = *o.Interruptions
+	}
+	if err := intr.validate(); err != nil {
+		return nil, err
+	}
 	offers, err := buildOffers(o.Catalog, o.Seed, o.Providers, o.Regions)
 	if err != nil {
 		return nil, err
@@ -152,13 +176,13 @@ func New(ctx context.Context, o Options) (*Cloud, error) {
 	c := &Cloud{
 		name: cmp.Or(o.Name, defaultName), seed: o.Seed, clk: o.Clock,
 		store: o.Store, runner: o.Runner,
-		interval:  o.PriceInterval,
-		log:       o.Log,
+		interval: o.PriceInterval, intr: intr, log: o.Log,
 		offerList: offers, offers: make(map[string]*offer, len(offers)),
-		byRegion: map[regionKey][]*offer{},
-		done:     make(chan struct{}),
-		insts:    map[string]*instance{}, byKey: map[string][]string{},
+		byRegion: map[regionKey][]*offer{}, byZone: map[string][]*offer{}, traces: map[string]*traceIndex{},
+		done:  make(chan struct{}),
+		insts: map[string]*instance{}, byKey: map[string][]string{},
 		watchers: map[*watcher]struct{}{}, dirty: map[regionKey]bool{}, unsaved: map[string]*instance{},
+		zoneOut: map[string]bool{},
 	}
 	if c.interval == 0 {
 		c.interval = defaultPriceInterval
@@ -173,8 +197,12 @@ func New(ctx context.Context, o Options) (*Cloud, error) {
 			c.regions = append(c.regions, of.region)
 		}
 		c.byRegion[of.region] = append(c.byRegion[of.region], of)
+		c.byZone[of.static.Zone] = append(c.byZone[of.static.Zone], of)
 	}
 	slices.SortFunc(c.regions, regionKey.compare)
+	if err := c.indexTraces(o.Traces, o.TraceEpoch); err != nil {
+		return nil, err
+	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if c.store != nil {
 		if err := c.load(ctx); err != nil {
@@ -256,19 +284,19 @@ func (c *Cloud) do(ctx context.Context, fn func(now time.Time) error) error {
 	return err
 }
 
-// advanceLocked brings the cloud to now: instances whose boot is over
-// become running (in the order they were due), the price step moves on,
-// old ended instances are pruned.
+// advanceLocked brings the cloud to now: every instance action due by now
+// (boots, notices, announced ends, failures; see notice.go) is applied at
+// its own time, in time order; the price step moves on, held capacity
+// returns, traced zones lose or regain capacity, old ended instances are
+// pruned.
 func (c *Cloud) advanceLocked(now time.Time) {
-	var due []*instance
-	for _, in := range c.insts {
-		if in.rec.Instance.State == providers.InstancePending && !in.rec.DueAt.After(now) {
-			due = append(due, in)
+	until := c.horizon(now)
+	for {
+		in, a, ok := c.dueLocked(now, until)
+		if !ok {
+			break
 		}
-	}
-	sortByDue(due)
-	for _, in := range due {
-		c.becomeRunningLocked(in)
+		c.applyLocked(in, a)
 	}
 	if s := stepAt(now, c.interval); s != c.step {
 		c.step = s
@@ -276,6 +304,8 @@ func (c *Cloud) advanceLocked(now time.Time) {
 			c.dirty[rk] = true
 		}
 	}
+	c.expireHoldsLocked(now)
+	c.refreshTracesLocked(now)
 	if !now.Before(c.nextPrune) {
 		c.pruneLocked(now)
 		c.nextPrune = now.Add(pruneEvery)
@@ -284,7 +314,8 @@ func (c *Cloud) advanceLocked(now time.Time) {
 }
 
 // flushLocked announces the regions whose offers changed and arms the timer
-// for the next thing due: a boot finishing or the next price step.
+// for the next thing due: the next price step, or sooner an instance's
+// action, a trace's change or held capacity's return.
 func (c *Cloud) flushLocked(now time.Time) {
 	for _, rk := range c.regions {
 		if c.dirty[rk] && len(c.watchers) > 0 {
@@ -295,12 +326,7 @@ func (c *Cloud) flushLocked(now time.Time) {
 		}
 	}
 	clear(c.dirty)
-	next := stepStart(c.step+1, c.interval)
-	for _, in := range c.insts {
-		if in.rec.Instance.State == providers.InstancePending && in.rec.DueAt.Before(next) {
-			next = in.rec.DueAt
-		}
-	}
+	next := c.nextWakeLocked(now, stepStart(c.step+1, c.interval))
 	if c.timer != nil {
 		if c.wakeAt.Equal(next) {
 			return

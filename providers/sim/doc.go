@@ -15,14 +15,26 @@
 //     latency, terminated or failed, with idempotent launches;
 //   - persistence of instances in a key-value Store (store.go), so a
 //     restarted server sees the instances it had;
+//   - interruptions (interrupt.go, notice.go): spot interruption notices
+//     with the provider's window (NoticeWindow), then the end at the
+//     deadline with the capacity held back for a while; zone-wide storms,
+//     rebalance recommendations, scheduled maintenance and hardware
+//     failures. They come from a seeded model, a pure function of (seed,
+//     instance or zone, time slot), so two clouds with the same seed and
+//     launches, or a cloud and its restarted self, see the same ones;
+//   - availability traces (traces.go): measured spot availability per zone
+//     in place of the seeded model;
+//   - manual interruptions for demos and tests (manual.go), through the
+//     same path as the seeded ones;
 //   - the event feed (watch.go): offers per region, price and capacity
-//     changes, instance transitions.
+//     changes, instance transitions, notices.
 //
 // The cloud's state is a function of its clock: every call first brings the
-// cloud up to the clock's current time (promoting instances whose boot is
-// over, moving to the current price step), and one timer wakes it for the
-// next thing due. So a clock.Fake drives it exactly in tests and a scaled
-// clock fast-forwards it in demos.
+// cloud up to the clock's current time (applying, each at its own time and
+// in time order, the boots, notices and ends due by then; moving to the
+// current price step), and one timer wakes it for the next thing due. So a
+// clock.Fake drives it exactly in tests and a scaled clock fast-forwards it
+// in demos.
 //
 // It must not schedule or decide anything, and it does not talk to NATS
 // directly: the Store and the Runner (the in-process agent that "runs" the

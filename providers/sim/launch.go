@@ -27,8 +27,9 @@ const (
 // instance is one simulated machine: its persisted record and, while it
 // runs, its runner's stop func.
 type instance struct {
-	rec  record
-	stop func()
+	rec   record
+	stop  func()
+	draws draws // its seeded processes, drawn as far as needed
 }
 
 // instanceID derives an instance's ID from the cloud, the launch's
@@ -177,7 +178,8 @@ func (c *Cloud) newRecord(req providers.LaunchRequest, o *offer, price money.Mic
 }
 
 // Terminate ends an instance, pending or running: its runner stops, its
-// capacity returns to the offer and an EventInstanceTerminated follows.
+// capacity returns to the offer (a while after the deadline if it is under
+// a spot interruption notice) and an EventInstanceTerminated follows.
 // Terminating an instance that has ended already is not an error; an ID the
 // cloud does not know is ErrUnknownInstance.
 func (c *Cloud) Terminate(ctx context.Context, instanceID string) error {
@@ -259,12 +261,19 @@ func (c *Cloud) becomeRunningLocked(in *instance) {
 }
 
 // endLocked ends a live instance: state, capacity, runner, record, event.
+// An instance under a spot interruption notice, however it ends, does not
+// give its capacity back until a while after the notice's deadline: the
+// spot pool shrank.
 func (c *Cloud) endLocked(in *instance, now time.Time, state providers.InstanceState, reason string, kind providers.EventKind) {
 	i := &in.rec.Instance
 	i.State, i.EndedAt, i.Reason = state, now, reason
 	if o, ok := c.offers[in.rec.Offer]; ok {
 		o.live--
 		c.dirty[o.region] = true
+		if n := in.rec.Interruption; n != nil {
+			in.rec.HeldUntil = n.Deadline.Add(c.holdFor(i.ID))
+			c.holdLocked(o, in.rec.HeldUntil)
+		}
 	}
 	if in.stop != nil {
 		c.fx.stops = append(c.fx.stops, in.stop)
@@ -279,13 +288,6 @@ func (c *Cloud) endLocked(in *instance, now time.Time, state providers.InstanceS
 func compareInstances(a, b providers.Instance) int {
 	return cmp.Or(a.LaunchedAt.Compare(b.LaunchedAt), cmp.Compare(a.IdempotencyKey, b.IdempotencyKey),
 		cmp.Compare(a.Node, b.Node), cmp.Compare(a.ID, b.ID))
-}
-
-// sortByDue orders instances by when their boot is over.
-func sortByDue(ins []*instance) {
-	slices.SortFunc(ins, func(a, b *instance) int {
-		return cmp.Or(a.rec.DueAt.Compare(b.rec.DueAt), compareInstances(a.rec.Instance, b.rec.Instance))
-	})
 }
 
 // cloneWorkload copies a workload so that neither the caller nor a runner

@@ -16,16 +16,21 @@ import (
 )
 
 // offer is one thing the cloud sells. The static fields are set once by
-// buildOffers; pool, live and pinned change under Cloud.mu.
+// buildOffers; pool, live, reclaimed, outage and pinned change under
+// Cloud.mu.
 type offer struct {
 	static providers.Offer // Price, Available, Capacity, UpdatedAt unset
 	region regionKey
 	walk   uint64       // seed of this offer's price walk
 	centre money.Micros // the walk's centre (spot offers)
+	bucket string       // Spot Advisor-like bucket (spot offers)
+	hazard float64      // seeded interruptions per instance-hour, before RateScale
 
-	pool   int          // instances the offer holds in all; Available = pool - live
-	live   int          // pending or running instances of this offer
-	pinned money.Micros // price set by SetPrice; 0 = follow the walk
+	pool      int          // instances the offer holds in all; Available = pool - live - reclaimed
+	live      int          // pending or running instances of this offer
+	reclaimed int          // capacity held back after interruptions
+	outage    bool         // its zone's trace says no spot capacity
+	pinned    money.Micros // price set by SetPrice; 0 = follow the walk
 
 	cacheStep  int64 // the step cachePrice is for
 	cachePrice money.Micros
@@ -105,6 +110,9 @@ func newOffer(seed int64, it catalog.InstanceType, gpu catalog.GPU, price catalo
 	// typical spot price (±10%).
 	jitter := uniform(seeded(seed, "centre", id), -100_000, 100_000)
 	o.centre = clampSpot(catalog.SpotPrice(it.Provider, price).Scale(ppm+jitter, ppm), price.OnDemand)
+	if po == providers.Spot {
+		o.bucket, o.hazard = advisorDraw(seed, id)
+	}
 	return o
 }
 
@@ -159,7 +167,12 @@ func capacitySignal(available int) providers.CapacitySignal {
 }
 
 // available is how many more instances of o can start.
-func (o *offer) available() int { return max(o.pool-o.live, 0) }
+func (o *offer) available() int {
+	if o.outage {
+		return 0
+	}
+	return max(o.pool-o.live-o.reclaimed, 0)
+}
 
 // price is the offer's price at a price step.
 func (o *offer) price(step int64) money.Micros {
@@ -211,7 +224,8 @@ func (c *Cloud) Offers(ctx context.Context) ([]providers.Offer, error) {
 
 // SetAvailable overrides how many more instances of an offer can start; it
 // is a control for tests and demos ("spot capacity runs dry in us-east-1").
-// Instances that end later give their capacity back on top of n.
+// Instances that end later, and capacity held back after interruptions,
+// come back on top of n; a trace outage of the zone still shows none.
 func (c *Cloud) SetAvailable(offerID string, n int) error {
 	if n < 0 {
 		return fmt.Errorf("setting capacity of %s: %d is negative", offerID, n)
@@ -221,7 +235,7 @@ func (c *Cloud) SetAvailable(offerID string, n int) error {
 		if !ok {
 			return fmt.Errorf("setting capacity of %s: %w", offerID, providers.ErrUnknownOffer)
 		}
-		o.pool = o.live + n
+		o.pool = o.live + o.reclaimed + n
 		c.dirty[o.region] = true
 		c.log.Info("capacity set", zap.String("offer", offerID), zap.Int("available", n))
 		return nil

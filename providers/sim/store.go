@@ -35,6 +35,15 @@ type record struct {
 	// Pruned records ended more than Retention ago: no longer listed,
 	// kept without their workload to answer retried launches.
 	Pruned bool `json:"pruned,omitempty"`
+	// Interruption and Maintenance are the notices the instance got; it
+	// ends at the earlier deadline, restart or not.
+	Interruption *notice `json:"interruption,omitempty"`
+	Maintenance  *notice `json:"maintenance,omitempty"`
+	// RebalanceAt is when it got a rebalance recommendation (one at most).
+	RebalanceAt time.Time `json:"rebalance_at,omitzero"`
+	// HeldUntil is when the capacity of an instance that ended under a
+	// spot interruption notice returns to its offer.
+	HeldUntil time.Time `json:"held_until,omitzero"`
 }
 
 func storeKey(id string) string { return keyPrefix + id }
@@ -128,8 +137,9 @@ func (c *Cloud) pruneLocked(now time.Time) {
 }
 
 // load reads the instance records of this cloud from the Store and rebuilds
-// the capacity accounting from the live ones. Running instances are queued
-// for their Runner to start again; pending ones boot when due.
+// the capacity accounting from the live ones and the held capacity of
+// interrupted ones. Running instances are queued for their Runner to start
+// again; pending ones boot when due, notices end them at their deadlines.
 func (c *Cloud) load(ctx context.Context) error {
 	keys, err := c.store.Keys(ctx)
 	if err != nil {
@@ -159,6 +169,9 @@ func (c *Cloud) load(ctx context.Context) error {
 		c.insts[rec.Instance.ID] = in
 		c.byKey[rec.Instance.IdempotencyKey] = append(c.byKey[rec.Instance.IdempotencyKey], rec.Instance.ID)
 		if rec.Instance.State.Ended() {
+			if o, ok := c.offers[rec.Offer]; ok && !rec.HeldUntil.IsZero() {
+				c.holdLocked(o, rec.HeldUntil) // the first advance drops it if it is over
+			}
 			continue
 		}
 		if o, ok := c.offers[rec.Offer]; ok {

@@ -56,10 +56,12 @@ func (w *watcher) pop() (providers.Event, bool) {
 // Watch sends sink one EventOffers per region (the region's full offer
 // list), then every change until ctx ends: offers events when prices move
 // or capacity changes, instance events when instances start running, end or
-// fail. Offers and instances carry the catalog provider's name, so
-// (Event.Provider, Event.Region) names a region. sink is called from
-// Watch's goroutine, one event at a time. Watch returns nil when ctx ends
-// and ErrClosed if the cloud closes first.
+// fail, and interruption events (spot interruption and maintenance notices
+// with their Deadline, rebalance recommendations). Offers and instances
+// carry the catalog provider's name, so (Event.Provider, Event.Region)
+// names a region. sink is called from Watch's goroutine, one event at a
+// time. Watch returns nil when ctx ends and ErrClosed if the cloud closes
+// first.
 func (c *Cloud) Watch(ctx context.Context, sink func(providers.Event)) error {
 	w := &watcher{notify: make(chan struct{}, 1)}
 	err := c.do(ctx, func(now time.Time) error {
