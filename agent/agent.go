@@ -131,12 +131,21 @@ func (a *run) run(ctx context.Context) error {
 		defer stop()
 		requests = ch
 	}
-	resumeStep, resume := a.restore(ctx)
+	restored := a.restore(ctx)
+	var resumeStep int64
+	var resume float64
+	if restored != nil {
+		resumeStep, resume = restored.Step, restored.Progress
+	}
 	if err := a.start(resumeStep); err != nil {
 		a.report(ctx, &events.AgentReport{Kind: events.AgentExited, ExitCode: 127, Message: err.Error(), Progress: resume})
 		return err
 	}
-	a.report(ctx, &events.AgentReport{Kind: events.AgentStarted, Progress: resume})
+	started := &events.AgentReport{Kind: events.AgentStarted, Progress: resume}
+	if restored != nil {
+		started.Checkpoint = refOf(*restored, restored.CreatedAt)
+	}
+	a.report(ctx, started)
 
 	exited := make(chan error, 1)
 	go func() { exited <- a.cmd.Wait() }()
@@ -202,12 +211,12 @@ func (a *run) run(ctx context.Context) error {
 	}
 }
 
-// restore brings back the newest good checkpoint of earlier attempts;
-// it returns its step and progress (0, 0 when starting fresh).
-func (a *run) restore(ctx context.Context) (int64, float64) {
+// restore brings back the newest good checkpoint of earlier attempts and
+// returns it (nil when starting fresh).
+func (a *run) restore(ctx context.Context) *checkpoint.Manifest {
 	st := a.c.Checkpoints
 	if st == nil || a.c.Workload.Checkpoint.Disabled {
-		return 0, 0
+		return nil
 	}
 	m, corrupt, err := restoreFromEarlier(ctx, st, a.c.JobID, a.c.Attempt, a.dir)
 	if corrupt > 0 {
@@ -219,11 +228,11 @@ func (a *run) restore(ctx context.Context) (int64, float64) {
 		}
 		_ = os.RemoveAll(a.dir)
 		_ = os.MkdirAll(a.dir, 0o755)
-		return 0, 0
+		return nil
 	}
 	a.lastCk = m.Step
 	a.log.Info("restored checkpoint", zap.Int64("step", m.Step), zap.Float64("progress", m.Progress))
-	return m.Step, m.Progress
+	return &m
 }
 
 // start launches the workload with the protocol's environment.

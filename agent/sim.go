@@ -92,9 +92,10 @@ type simRun struct {
 	cancel  context.CancelFunc
 	ended   chan struct{}
 
-	resume float64       // what earlier attempts kept (0..1)
-	start  time.Time     // when this instance's work began
-	paused time.Duration // time spent checkpointing (no progress)
+	resume   float64              // what earlier attempts kept (0..1)
+	restored *checkpoint.Manifest // the checkpoint it resumed from
+	start    time.Time            // when this instance's work began
+	paused   time.Duration        // time spent checkpointing (no progress)
 }
 
 func (r *simRun) stop() {
@@ -147,6 +148,7 @@ func (r *simRun) begin() bool {
 			m, corrupt, err := restoreFromEarlier(r.ctx, st, r.inst.JobID, r.inst.Attempt, dir)
 			switch {
 			case err == nil:
+				r.restored = &m
 				if state, err := readSimState(dir); err == nil {
 					r.resume = state.Progress
 				} else {
@@ -196,7 +198,11 @@ func (r *simRun) loop() {
 	if !r.begin() {
 		return
 	}
-	if !r.report(&events.AgentReport{Kind: events.AgentStarted, Progress: r.progressAt(r.s.Clock.Now())}) {
+	started := &events.AgentReport{Kind: events.AgentStarted, Progress: r.progressAt(r.s.Clock.Now())}
+	if r.restored != nil {
+		started.Checkpoint = refOf(*r.restored, r.restored.CreatedAt)
+	}
+	if !r.report(started) {
 		return
 	}
 	steps := r.s.Steps

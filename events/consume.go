@@ -36,6 +36,10 @@ type ConsumerConfig struct {
 	New        bool
 	AckWait    time.Duration
 	MaxDeliver int
+	// Workers handles up to this many messages at once (default 1: in
+	// order). Use it where messages are independent and latency matters,
+	// such as interruption notices arriving in a storm.
+	Workers int
 }
 
 // Consume runs h for every message of a durable consumer until ctx ends or
@@ -111,7 +115,18 @@ func (b *Bus) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (stop f
 		}
 		_ = msg.Ack()
 	}
-	cc2, err := cons.Consume(handle, jetstream.PullMaxMessages(256), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	deliver := handle
+	if cc.Workers > 1 {
+		sem := make(chan struct{}, cc.Workers)
+		deliver = func(msg jetstream.Msg) {
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem }()
+				handle(msg)
+			}()
+		}
+	}
+	cc2, err := cons.Consume(deliver, jetstream.PullMaxMessages(256), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if cctx.Err() == nil && !errors.Is(err, jetstream.ErrNoHeartbeat) {
 			log.Debug("consumer error", zap.Error(err))
 		}

@@ -168,16 +168,35 @@ func (s *Scheduler) onAgent(ctx context.Context, m events.Message) error {
 	}
 	now := s.o.Clock.Now()
 	var crossed, started bool
+	missed := 0 // attempt whose checkpoint missed its window
 	rec, err := s.modify(ctx, rep.JobID, func(r *job.Record) error {
-		crossed, started = false, false
+		crossed, started, missed = false, false, 0
 		a := r.Status.Current
 		if a == nil || a.N != rep.Attempt || !r.Status.State.Active() {
 			return errSkip
 		}
-		if rep.Kind == events.AgentStarted && r.Status.State != job.Running {
-			// A replacement's workload started (from its checkpoint).
-			started = true
+		if rep.Kind == events.AgentStarted {
+			// The workload started from where the agent could resume: it is
+			// the truth about the job's progress. Behind what we believed
+			// (a newer checkpoint did not verify), the difference is lost.
+			if rep.Progress < r.Status.Progress {
+				lost := bidding.ScaleDuration(r.Spec.Work.ReferenceDuration(r.Spec.TotalGPUs()), r.Status.Progress-rep.Progress)
+				r.Status.WorkLost += job.Duration(lost)
+			}
 			r.Status.Progress = rep.Progress
+			if rep.Checkpoint != nil {
+				r.Status.Checkpoint = rep.Checkpoint
+			}
+			r.Status.UpdatedAt = now
+			if r.Status.State == job.Running {
+				return nil
+			}
+			started = true
+			if p := r.Status.Previous; p != nil && r.Status.State == job.Checkpointing {
+				// The replacement starts when the old attempt's window is
+				// over: its checkpoint did not make it.
+				missed = p.N
+			}
 			if a.RunningAt.IsZero() {
 				a.RunningAt = now
 			}
@@ -194,6 +213,9 @@ func (s *Scheduler) onAgent(ctx context.Context, m events.Message) error {
 	})
 	if err != nil || rec == nil {
 		return err
+	}
+	if missed > 0 {
+		s.checkpointFailed(ctx, rec, missed, "the notice window ran out before the checkpoint was stored")
 	}
 	if started {
 		s.emitRunning(ctx, rec)

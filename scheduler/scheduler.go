@@ -154,7 +154,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}{
 		{events.ConsumerConfig{Stream: events.StreamInstances, Durable: "scheduler-instances", Subjects: []string{"spotwise.instances.>"}}, s.onInstance},
 		{events.ConsumerConfig{Stream: events.StreamAgent, Durable: "scheduler-agent", Subjects: []string{"spotwise.agent.*"}}, s.onAgent},
-		{events.ConsumerConfig{Stream: events.StreamInterruptions, Durable: "scheduler-interruptions", Subjects: []string{"spotwise.interruptions.>"}, AckWait: 10 * time.Second}, s.onInterruption},
+		{events.ConsumerConfig{Stream: events.StreamInterruptions, Durable: "scheduler-interruptions", Subjects: []string{"spotwise.interruptions.>"}, AckWait: 10 * time.Second, Workers: 64}, s.onInterruption},
 		{events.ConsumerConfig{Stream: events.StreamJobs, Durable: "scheduler-submissions", Subjects: []string{events.SubjectJobSubmitted}, New: true}, func(context.Context, events.Message) error {
 			s.kick()
 			return nil

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spotwise/spotwise/agent"
+	"github.com/spotwise/spotwise/checkpoint"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/events/eventstest"
 	"github.com/spotwise/spotwise/internal/clock"
@@ -29,9 +31,16 @@ type rig struct {
 	cloud *sim.Cloud
 	s     *scheduler.Scheduler
 	ctx   context.Context
+	store checkpoint.Store
+	dir   string // the checkpoint store's directory
 }
 
-type rigOpt struct{ noFeed, noScheduler bool }
+type rigOpt struct {
+	noFeed, noScheduler bool
+	// workload runs jobs with the simulated agent (progress, checkpoints
+	// into a local store, the scheduler's requests).
+	workload bool
+}
 
 func newRig(t *testing.T, o rigOpt) *rig {
 	t.Helper()
@@ -39,11 +48,23 @@ func newRig(t *testing.T, o rigOpt) *rig {
 	clk := clock.NewFake(t0)
 	bus := eventstest.OpenBusConfig(t, events.Config{LeaseTTL: time.Second}, clk)
 	cat := catalog.Default()
-	cloud, err := sim.New(ctx, sim.Options{Catalog: cat, Clock: clk, Seed: 7, Store: bus.SimStore(), Providers: []string{"aws"}, Regions: []string{"us-east-1"}})
+	r := &rig{bus: bus, clk: clk, ctx: ctx, dir: t.TempDir()}
+	var runner sim.Runner
+	if o.workload {
+		st, err := checkpoint.Open(ctx, "file://"+r.dir, checkpoint.WithClock(clk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.store = st
+		runner = &agent.SimWorkload{Clock: clk, Reporter: bus, Throughput: cat, Checkpoints: st, Control: bus, Log: eventstest.Logger(t),
+			GPUOf: func(p, it string) (string, bool) { x, ok := cat.InstanceType(p, it); return x.GPU, ok }}
+	}
+	cloud, err := sim.New(ctx, sim.Options{Catalog: cat, Clock: clk, Seed: 7, Store: bus.SimStore(), Providers: []string{"aws"}, Regions: []string{"us-east-1"},
+		Interruptions: &sim.Interruptions{}, Runner: runner})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{bus: bus, clk: clk, cloud: cloud, ctx: ctx}
+	r.cloud = cloud
 	t.Cleanup(func() {
 		cancel()
 		cloud.Close()

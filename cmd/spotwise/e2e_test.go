@@ -24,6 +24,13 @@ import (
 // end-to-end tests start real server processes this way and kill them with
 // SIGKILL.
 func TestMain(m *testing.M) {
+	// The agent inside a test server runs the demo workload from this
+	// same binary.
+	if len(os.Args) > 1 && os.Args[1] == "demo-workload" {
+		os.Args[0] = "spotwise"
+		main()
+		os.Exit(0)
+	}
 	if args := os.Getenv("SPOTWISE_E2E_ARGS"); args != "" {
 		os.Args = append([]string{"spotwise"}, strings.Split(args, "\x1f")...)
 		main()
@@ -36,6 +43,15 @@ type serverProc struct {
 	cmd  *exec.Cmd
 	addr string
 	log  *os.File
+}
+
+// logText is everything the server (and its agents) logged so far.
+func (p *serverProc) logText(t *testing.T) string {
+	b, err := os.ReadFile(p.log.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func freeAddr(t *testing.T) string {

@@ -1,0 +1,231 @@
+package scheduler_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/internal/testutil"
+	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/providers"
+)
+
+const spotT4 = "name: p\ncommand: [x]\nresources: {gpus_per_node: 1, accelerators: [T4]}\nwork: 2h on T4\npurchase: spot\n"
+
+// advanceUntil moves the fake clock forward in steps, giving the system a
+// moment after each, until cond holds.
+func (r *rig) advanceUntil(t *testing.T, step, limit time.Duration, what string, cond func(*job.Record) bool, id string) *job.Record {
+	t.Helper()
+	for moved := time.Duration(0); ; moved += step {
+		var rec *job.Record
+		ok := false
+		deadline := time.Now().Add(60 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			rec = r.get(t, id)
+			if cond(rec) {
+				ok = true
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if ok {
+			return rec
+		}
+		if moved >= limit {
+			t.Fatalf("%s: not reached after %s of clock time: job %s (%s)", what, limit, rec.Status.State, rec.Status.Message)
+		}
+		r.clk.Advance(step)
+	}
+}
+
+func (r *rig) history(t *testing.T, id string) []string {
+	t.Helper()
+	h, err := r.bus.JobHistory(r.ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range h {
+		kinds = append(kinds, e.Event.Kind)
+	}
+	return kinds
+}
+
+func (r *rig) runToRunning(t *testing.T, spec string) *job.Record {
+	t.Helper()
+	rec := r.submit(t, spec)
+	r.waitState(t, rec.ID, job.Placing)
+	r.boot(t, rec.ID)
+	return r.advanceUntil(t, time.Minute, 20*time.Minute, "running", func(x *job.Record) bool { return x.Status.State == job.Running }, rec.ID)
+}
+
+// A spot interruption notice: the agent checkpoints inside the window, a
+// replacement is chosen in another zone at once, the old capacity goes at
+// the deadline, and the job carries on from its checkpoint to the end,
+// losing no work.
+func TestNoticeCheckpointsAndMovesTheJob(t *testing.T) {
+	r := newRig(t, rigOpt{workload: true})
+	rec := r.runToRunning(t, spotT4+"checkpoint: {duration: 30s}\n")
+	rec = r.advanceUntil(t, time.Minute, 2*time.Hour, "progress", func(x *job.Record) bool { return x.Status.Progress >= 0.3 }, rec.ID)
+	old := rec.Status.Current
+	if err := r.cloud.Preempt(old.Instances[0]); err != nil {
+		t.Fatal(err)
+	}
+	noticeAt := r.clk.Now()
+	rec = r.advanceUntil(t, 5*time.Second, 5*time.Minute, "migrating", func(x *job.Record) bool {
+		return x.Status.State == job.Migrating && x.Status.Checkpoint != nil && x.Status.Current != nil
+	}, rec.ID)
+	ck := rec.Status.Checkpoint
+	if ck.At.Sub(noticeAt) > 2*time.Minute {
+		t.Fatalf("checkpoint stored %s after the notice, outside the 2-minute window", ck.At.Sub(noticeAt))
+	}
+	next := rec.Status.Current
+	if next.N != 2 || next.Placement.Zone == old.Placement.Zone || next.StartAfter.IsZero() {
+		t.Fatalf("replacement %+v: want attempt 2 in another zone, held until the old one's deadline", next)
+	}
+	rec = r.advanceUntil(t, time.Minute, 30*time.Minute, "running again", func(x *job.Record) bool {
+		return x.Status.State == job.Running && x.Status.Current != nil && x.Status.Current.N == 2
+	}, rec.ID)
+	if rec.Status.Previous != nil || rec.Status.Attempts[0].Outcome != "preempted" {
+		t.Fatalf("old attempt not closed as preempted: %+v", rec.Status.Attempts)
+	}
+	if rec.Status.Progress < ck.Progress || rec.Status.WorkLost != 0 || rec.Status.Preemptions != 1 {
+		t.Fatalf("resumed at %v (checkpoint %v), work lost %s, preemptions %d", rec.Status.Progress, ck.Progress, rec.Status.WorkLost.D(), rec.Status.Preemptions)
+	}
+	rec = r.advanceUntil(t, 5*time.Minute, 3*time.Hour, "done", func(x *job.Record) bool { return x.Status.State == job.Succeeded }, rec.ID)
+	h := r.history(t, rec.ID)
+	for _, k := range []string{events.KindNotice, events.KindCheckpoint, events.KindMigrating, events.KindPreempted, events.KindSucceeded} {
+		if !slices.Contains(h, k) {
+			t.Errorf("history %v lacks %s", h, k)
+		}
+	}
+}
+
+// A checkpoint that cannot finish inside the notice window: the job falls
+// back to its last good (periodic) checkpoint, and the work since then is
+// recorded as lost.
+func TestCheckpointTooSlowForTheWindowFallsBack(t *testing.T) {
+	r := newRig(t, rigOpt{workload: true})
+	rec := r.runToRunning(t, spotT4+"checkpoint: {duration: 5m, interval: 20m}\n")
+	rec = r.advanceUntil(t, time.Minute, 2*time.Hour, "a periodic checkpoint", func(x *job.Record) bool {
+		return x.Status.Checkpoint != nil && x.Status.Progress > x.Status.Checkpoint.Progress+0.05
+	}, rec.ID)
+	good := *rec.Status.Checkpoint
+	if err := r.cloud.Preempt(rec.Status.Current.Instances[0]); err != nil {
+		t.Fatal(err)
+	}
+	rec = r.advanceUntil(t, 10*time.Second, 10*time.Minute, "fell back", func(x *job.Record) bool {
+		return x.Status.Previous == nil && x.Status.Attempt == 2
+	}, rec.ID)
+	if rec.Status.Checkpoint.Step != good.Step || rec.Status.Progress != good.Progress {
+		t.Fatalf("resumes from %+v at %v, want the last good checkpoint %+v", rec.Status.Checkpoint, rec.Status.Progress, good)
+	}
+	if rec.Status.WorkLost <= 0 {
+		t.Fatal("no work recorded as lost")
+	}
+	if h := r.history(t, rec.ID); !slices.Contains(h, events.KindCheckpointFailed) {
+		t.Fatalf("history %v lacks checkpoint-failed", h)
+	}
+	rec = r.advanceUntil(t, time.Minute, 30*time.Minute, "running again", func(x *job.Record) bool { return x.Status.State == job.Running }, rec.ID)
+	if rec.Status.Progress < good.Progress-1e-9 || rec.Status.Progress > good.Progress+0.02 {
+		t.Fatalf("replacement started at %v, want the checkpoint's %v", rec.Status.Progress, good.Progress)
+	}
+}
+
+// A corrupted checkpoint is detected when the replacement restores it,
+// and the one before it is used.
+func TestCorruptCheckpointIsSkipped(t *testing.T) {
+	r := newRig(t, rigOpt{workload: true})
+	rec := r.runToRunning(t, spotT4+"checkpoint: {duration: 30s, interval: 15m}\n")
+	// Two periodic checkpoints.
+	var first *job.CheckpointRef
+	rec = r.advanceUntil(t, time.Minute, 2*time.Hour, "two checkpoints", func(x *job.Record) bool {
+		if c := x.Status.Checkpoint; c != nil && first == nil {
+			cp := *c
+			first = &cp
+		}
+		return first != nil && x.Status.Checkpoint.Step > first.Step
+	}, rec.ID)
+	latest := *rec.Status.Checkpoint
+	// Damage the newest one in the store.
+	var damaged bool
+	_ = filepath.Walk(r.dir, func(path string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() && filepath.Base(path) == "state.json" && filepath.Base(filepath.Dir(path)) == fmt.Sprintf("%020d", latest.Step) {
+			damaged = os.WriteFile(path, []byte(`{"progress":0.99}`), 0o644) == nil
+		}
+		return nil
+	})
+	if !damaged {
+		t.Fatal("could not find the latest checkpoint's file")
+	}
+	// The capacity goes without notice: the replacement must restore.
+	if err := r.cloud.FailInstance(rec.Status.Current.Instances[0], "hardware failure"); err != nil {
+		t.Fatal(err)
+	}
+	// The replacement's agent says what it resumed from.
+	rec = r.advanceUntil(t, time.Minute, 40*time.Minute, "resumed", func(x *job.Record) bool {
+		return x.Status.State == job.Running && x.Status.Current != nil && x.Status.Current.N == 2 &&
+			x.Status.Checkpoint != nil && x.Status.Checkpoint.Step != latest.Step
+	}, rec.ID)
+	if rec.Status.Checkpoint.Step != first.Step {
+		t.Fatalf("resumed from checkpoint step %d, want the older good one, %d", rec.Status.Checkpoint.Step, first.Step)
+	}
+	if d := rec.Status.Progress - first.Progress; d < -1e-9 || d > 0.02 {
+		t.Fatalf("resumed at %v; want the older good checkpoint's %v (the newest, %v, is corrupt)", rec.Status.Progress, first.Progress, latest.Progress)
+	}
+}
+
+// A rebalance recommendation moves a job that asked for it, before any
+// notice; a job that did not ask stays where it is.
+func TestRebalanceMovesOnlyJobsThatAskForIt(t *testing.T) {
+	r := newRig(t, rigOpt{workload: true})
+	mover := r.runToRunning(t, spotT4+"checkpoint: {duration: 30s, move_on_rebalance: true}\n")
+	stayer := r.runToRunning(t, spotT4+"checkpoint: {duration: 30s}\n")
+	for _, x := range []*job.Record{mover, stayer} {
+		if err := r.cloud.Rebalance(x.Status.Current.Instances[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.advanceUntil(t, 10*time.Second, 5*time.Minute, "mover checkpointed and moving", func(x *job.Record) bool {
+		return x.Status.Checkpoint != nil && x.Status.Current != nil && x.Status.Current.N == 2
+	}, mover.ID)
+	got := r.get(t, stayer.ID)
+	if got.Status.State != job.Running || got.Status.Attempt != 1 {
+		t.Fatalf("the job that did not ask moved: %s attempt %d", got.Status.State, got.Status.Attempt)
+	}
+	testutil.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		if !slices.Contains(r.history(t, stayer.ID), events.KindRebalance) {
+			return errors.New("rebalance not in the history")
+		}
+		return nil
+	})
+}
+
+// Notices for an instance of no job, or sent twice, change nothing.
+func TestDuplicateAndUnknownNotices(t *testing.T) {
+	r := newRig(t, rigOpt{workload: true})
+	rec := r.runToRunning(t, spotT4+"checkpoint: {duration: 30s}\n")
+	in := r.instancesFor(t, rec.ID)[0]
+	notice := &events.Interruption{Kind: providers.EventSpotInterruption, Instance: in, Deadline: r.clk.Now().Add(2 * time.Minute)}
+	for range 3 {
+		if err := r.bus.Publish(r.ctx, events.InterruptionsSubject(in.Provider, in.Region), notice); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stray := in
+	stray.ID, stray.JobID, stray.IdempotencyKey = "i-nobody", job.NewID(r.clk.Now()), "nobody-a1"
+	if err := r.bus.Publish(r.ctx, events.InterruptionsSubject(in.Provider, in.Region), &events.Interruption{Kind: providers.EventSpotInterruption, Instance: stray, Deadline: notice.Deadline}); err != nil {
+		t.Fatal(err)
+	}
+	rec = r.advanceUntil(t, 5*time.Second, 2*time.Minute, "checkpointed", func(x *job.Record) bool { return x.Status.State == job.Migrating }, rec.ID)
+	time.Sleep(200 * time.Millisecond)
+	rec = r.get(t, rec.ID)
+	if rec.Status.Preemptions != 1 || rec.Status.Attempt != 2 {
+		t.Fatalf("three copies of one notice counted %d preemptions and %d attempts", rec.Status.Preemptions, rec.Status.Attempt)
+	}
+}
