@@ -312,6 +312,39 @@ func (b *Bus) Publish(ctx context.Context, subject string, p Payload, opts ...Pu
 	return nil
 }
 
+// PublishAsync publishes without waiting for JetStream's acknowledgement,
+// so a burst (a storm of notices from a feed) goes out at wire speed; a
+// failure is reported to onErr. Order on the connection is kept.
+func (b *Bus) PublishAsync(subject string, p Payload, onErr func(error), opts ...PublishOption) {
+	var po publishOptions
+	for _, o := range opts {
+		o(&po)
+	}
+	data, err := Encode(p, po.id, b.source, b.clock.Now())
+	if err != nil {
+		onErr(err)
+		return
+	}
+	var jopts []jetstream.PublishOpt
+	if po.id != "" {
+		jopts = append(jopts, jetstream.WithMsgID(po.id))
+	}
+	fut, err := b.js.PublishMsgAsync(&nats.Msg{Subject: subject, Data: data}, jopts...)
+	if err != nil {
+		onErr(fmt.Errorf("publishing %s to %s: %w", p.EventType(), subject, err))
+		return
+	}
+	go func() {
+		select {
+		case <-fut.Ok():
+		case err := <-fut.Err():
+			onErr(fmt.Errorf("publishing %s to %s: %w", p.EventType(), subject, err))
+		case <-time.After(30 * time.Second):
+			onErr(fmt.Errorf("publishing %s to %s: no acknowledgement in 30s", p.EventType(), subject))
+		}
+	}()
+}
+
 // PublishRaw publishes bytes as they are; tests and tools use it to put
 // foreign or garbled messages on a subject.
 func (b *Bus) PublishRaw(ctx context.Context, subject string, data []byte) error {

@@ -25,15 +25,17 @@ func (b *Bus) RunFeed(ctx context.Context, p providers.Provider, source string) 
 			log.Warn("dropping provider event of unknown kind", zap.String("event", string(ev.Kind)))
 			return
 		}
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
 		var opts []PublishOption
 		if id != "" {
 			opts = append(opts, WithID(id))
 		}
-		if err := b.Publish(pctx, subject, payload, opts...); err != nil && ctx.Err() == nil {
-			log.Warn("publishing provider event", zap.String("event", string(ev.Kind)), zap.Error(err))
-		}
+		// Asynchronous: a storm of notices must not queue behind each
+		// other's acknowledgements.
+		b.PublishAsync(subject, payload, func(err error) {
+			if ctx.Err() == nil {
+				log.Warn("publishing provider event", zap.String("event", string(ev.Kind)), zap.Error(err))
+			}
+		}, opts...)
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -127,6 +128,26 @@ func (s *Scheduler) instanceLost(ctx context.Context, jobID, key string, ids []s
 	return nil
 }
 
+// launchedAt is when the cloud launched an attempt's instances (zero if
+// it cannot tell).
+func (s *Scheduler) launchedAt(ctx context.Context, a *job.Attempt) time.Time {
+	cloud, ok := s.o.Clouds[a.Placement.Provider]
+	if !ok {
+		return time.Time{}
+	}
+	insts, err := cloud.Instances(ctx)
+	if err != nil {
+		return time.Time{}
+	}
+	var first time.Time
+	for _, in := range insts {
+		if in.IdempotencyKey == a.LaunchKey && (first.IsZero() || in.LaunchedAt.Before(first)) {
+			first = in.LaunchedAt
+		}
+	}
+	return first
+}
+
 // fallBack sets a job's progress back to its last good checkpoint (or to
 // nothing) and records the work in between as lost.
 func fallBack(r *job.Record) {
@@ -232,6 +253,15 @@ func (s *Scheduler) onAgent(ctx context.Context, m events.Message) error {
 // failure retries it while retries are left.
 func (s *Scheduler) exited(ctx context.Context, rep *events.AgentReport) error {
 	now := s.o.Clock.Now()
+	// An exit can overtake the record of the launch (after a crash, the
+	// agent may finish before reconciliation records the instances): bill
+	// from the launch time the cloud knows.
+	var launchedAt time.Time
+	if rec, _, err := s.jobs.Get(ctx, rep.JobID); err == nil {
+		if a := rec.Status.Current; a != nil && a.N == rep.Attempt && a.LaunchedAt.IsZero() {
+			launchedAt = s.launchedAt(ctx, a)
+		}
+	}
 	var ended, dropped *job.Attempt
 	var kind string
 	rec, err := s.modify(ctx, rep.JobID, func(r *job.Record) error {
@@ -252,6 +282,12 @@ func (s *Scheduler) exited(ctx context.Context, rep *events.AgentReport) error {
 		a := r.Status.Current
 		if a == nil || a.N != rep.Attempt || !r.Status.State.Active() {
 			return errSkip
+		}
+		if a.LaunchedAt.IsZero() {
+			a.LaunchedAt = launchedAt
+			if a.LaunchedAt.IsZero() {
+				a.LaunchedAt = a.PlacedAt
+			}
 		}
 		if r.Status.State == job.Placing {
 			// The exit overtook the running event.

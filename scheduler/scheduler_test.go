@@ -40,9 +40,11 @@ type rigOpt struct {
 	// workload runs jobs with the simulated agent (progress, checkpoints
 	// into a local store, the scheduler's requests).
 	workload bool
+	// regions restricts the cloud (default: us-east-1 only).
+	regions []string
 }
 
-func newRig(t *testing.T, o rigOpt) *rig {
+func newRig(t testing.TB, o rigOpt) *rig {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	clk := clock.NewFake(t0)
@@ -59,7 +61,11 @@ func newRig(t *testing.T, o rigOpt) *rig {
 		runner = &agent.SimWorkload{Clock: clk, Reporter: bus, Throughput: cat, Checkpoints: st, Control: bus, Log: eventstest.Logger(t),
 			GPUOf: func(p, it string) (string, bool) { x, ok := cat.InstanceType(p, it); return x.GPU, ok }}
 	}
-	cloud, err := sim.New(ctx, sim.Options{Catalog: cat, Clock: clk, Seed: 7, Store: bus.SimStore(), Providers: []string{"aws"}, Regions: []string{"us-east-1"},
+	regions := o.regions
+	if regions == nil {
+		regions = []string{"us-east-1"}
+	}
+	cloud, err := sim.New(ctx, sim.Options{Catalog: cat, Clock: clk, Seed: 7, Store: bus.SimStore(), Providers: []string{"aws"}, Regions: regions,
 		Interruptions: &sim.Interruptions{}, Runner: runner})
 	if err != nil {
 		t.Fatal(err)
@@ -78,14 +84,14 @@ func newRig(t *testing.T, o rigOpt) *rig {
 	return r
 }
 
-func (r *rig) start(t *testing.T) {
+func (r *rig) start(t testing.TB) {
 	cat := catalog.Default()
 	r.s = scheduler.New(r.bus, scheduler.Options{Clock: r.clk, Log: eventstest.Logger(t), Clouds: map[string]providers.Provider{"aws": r.cloud},
 		Throughput: cat, Geography: cat.GeographyOf, ReconcileInterval: 100 * time.Millisecond, Debounce: time.Millisecond})
 	go func() { _ = r.s.Run(r.ctx) }()
 }
 
-func (r *rig) submit(t *testing.T, yaml string) *job.Record {
+func (r *rig) submit(t testing.TB, yaml string) *job.Record {
 	t.Helper()
 	spec, err := job.Parse([]byte(yaml), catalog.Default())
 	if err != nil {
@@ -99,7 +105,7 @@ func (r *rig) submit(t *testing.T, yaml string) *job.Record {
 	return rec
 }
 
-func (r *rig) get(t *testing.T, id string) *job.Record {
+func (r *rig) get(t testing.TB, id string) *job.Record {
 	t.Helper()
 	rec, _, err := r.bus.Jobs().Get(context.Background(), id)
 	if err != nil {
@@ -121,7 +127,7 @@ func (r *rig) waitState(t *testing.T, id string, want job.State) *job.Record {
 	return rec
 }
 
-func (r *rig) instancesFor(t *testing.T, id string) []providers.Instance {
+func (r *rig) instancesFor(t testing.TB, id string) []providers.Instance {
 	t.Helper()
 	all, err := r.cloud.Instances(context.Background())
 	if err != nil {

@@ -1,0 +1,148 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/providers"
+)
+
+// BenchmarkNotices is the preemption issue's target: with 1,000 running
+// jobs, 100 interruption notices at once. It measures (wall time, from the
+// moment the cloud sends each notice) until the job's agent receives the
+// request to checkpoint (target p99 < 100 ms), and until the replacement
+// is decided and its launch requested (target p99 < 1 s).
+func BenchmarkNotices(b *testing.B) {
+	const running, notices = 1000, 100
+	regions := []string{"us-east-1", "us-east-2", "us-west-2", "eu-west-1", "eu-central-1", "ap-northeast-1"}
+	for b.Loop() {
+		r := newRig(b, rigOpt{workload: true, regions: regions})
+		spec := "name: b\ncommand: [x]\nresources: {gpus_per_node: 1}\nwork: 48h on T4\ncheckpoint: {duration: 30s}\n"
+		ids := make([]string, running)
+		for i := range ids {
+			ids[i] = r.submit(b, spec).ID
+		}
+		// Place everything, boot it, and wait until every agent runs.
+		waitAll := func(what string, ok func(*job.Record) bool) {
+			deadline := time.Now().Add(3 * time.Minute)
+			for {
+				n := 0
+				for _, id := range ids {
+					if ok(r.get(b, id)) {
+						n++
+					}
+				}
+				if n == len(ids) {
+					return
+				}
+				if time.Now().After(deadline) {
+					b.Fatalf("%s: %d of %d", what, n, len(ids))
+				}
+				r.clk.Advance(time.Minute)
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+		waitAll("running", func(x *job.Record) bool { return x.Status.State == job.Running })
+
+		var mu sync.Mutex
+		requested := map[string]time.Time{}
+		replaced := map[string]time.Time{}
+		// Replaced means an attempt newer than the one the notice hit.
+		before := map[string]int{}
+		for _, id := range ids[:notices] {
+			before[id] = r.get(b, id).Status.Current.N
+		}
+		sub, err := r.bus.Conn().Subscribe(events.AgentControlSubject("*"), func(m *nats.Msg) {
+			_, p, err := events.Decode(m.Data)
+			if err != nil {
+				return
+			}
+			c := p.(*events.AgentControl)
+			mu.Lock()
+			if _, ok := requested[c.JobID]; !ok {
+				requested[c.JobID] = time.Now()
+			}
+			mu.Unlock()
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		if err := r.bus.Jobs().Watch(ctx, func(c events.JobChange) {
+			if c.Record == nil || c.Record.Status.Current == nil {
+				return
+			}
+			mu.Lock()
+			if n, hit := before[c.ID]; hit && c.Record.Status.Current.N > n {
+				if _, ok := replaced[c.ID]; !ok {
+					replaced[c.ID] = time.Now()
+				}
+			}
+			mu.Unlock()
+		}, nil); err != nil {
+			b.Fatal(err)
+		}
+		var hit []providers.Instance
+		for _, id := range ids[:notices] {
+			hit = append(hit, r.instancesFor(b, id)[0])
+		}
+		sent := map[string]time.Time{}
+		for _, in := range hit {
+			sent[in.JobID] = time.Now()
+			if err := r.cloud.Preempt(in.ID); err != nil {
+				b.Fatal(err)
+			}
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			mu.Lock()
+			n, m := len(requested), len(replaced)
+			mu.Unlock()
+			if n >= notices && m >= notices {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+		_ = sub.Unsubscribe()
+		var toReq, toRepl []time.Duration
+		mu.Lock()
+		for id, t := range sent {
+			if at, ok := requested[id]; ok {
+				toReq = append(toReq, at.Sub(t))
+			}
+			if at, ok := replaced[id]; ok {
+				toRepl = append(toRepl, at.Sub(t))
+			}
+		}
+		mu.Unlock()
+		for id := range sent {
+			if _, ok := replaced[id]; !ok {
+				x := r.get(b, id)
+				reasons, _ := r.s.PendingReasons(id)
+				b.Logf("job %s not replaced: %s (%s) %+v", id, x.Status.State, x.Status.Message, reasons)
+			}
+		}
+		if len(toReq) < notices || len(toRepl) < notices {
+			b.Fatalf("%d checkpoint requests and %d replacements of %d notices", len(toReq), len(toRepl), notices)
+		}
+		report(b, "ckpt-req", toReq)
+		report(b, "replace", toRepl)
+	}
+}
+
+func report(b *testing.B, name string, d []time.Duration) {
+	slices.Sort(d)
+	at := func(p float64) float64 { return float64(d[int(p*float64(len(d)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(at(0.5), name+"-p50-ms")
+	b.ReportMetric(at(0.99), name+"-p99-ms")
+	fmt.Printf("%s: p50 %.1f ms, p99 %.1f ms, max %.1f ms (%d)\n", name, at(0.5), at(0.99), float64(d[len(d)-1].Microseconds())/1000, len(d))
+}
