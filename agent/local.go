@@ -1,10 +1,16 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -30,6 +36,13 @@ type Local struct {
 	Root       string
 	Executable string
 	Log        *zap.Logger
+	// Subprocess runs each agent as its own process (`spotwise agent`,
+	// the same code path a real instance runs) connected to NATSURL,
+	// instead of in this process.
+	Subprocess bool
+	NATSURL    string
+	// StoreURI is the checkpoint store the subprocess opens.
+	StoreURI string
 }
 
 // Start runs the agent for node 0 of an instance's job.
@@ -44,6 +57,9 @@ func (l *Local) Start(inst providers.Instance, w providers.Workload) (stop func(
 		return func() {}
 	}
 	dir := filepath.Join(l.Root, inst.ID)
+	if l.Subprocess && l.NATSURL != "" {
+		return l.startProcess(inst, w, runtime, dir, log)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -79,4 +95,65 @@ func (d *Dispatch) Start(inst providers.Instance, w providers.Workload) (stop fu
 		return d.Real.Start(inst, w)
 	}
 	return d.Sim.Start(inst, w)
+}
+
+// startProcess runs `spotwise agent` for the instance; stopping it is the
+// instance going away: SIGTERM (the agent kills the workload and exits),
+// then SIGKILL if it lingers.
+func (l *Local) startProcess(inst providers.Instance, w providers.Workload, runtime time.Duration, dir string, log *zap.Logger) (stop func()) {
+	wj, err := json.Marshal(w)
+	if err != nil {
+		log.Error("encoding the workload", zap.Error(err))
+		return func() {}
+	}
+	args := []string{"agent", "--nats-url", l.NATSURL, "--job", inst.JobID,
+		"--attempt", strconv.Itoa(inst.Attempt), "--instance", inst.ID, "--work-dir", dir,
+		"--work-seconds", strconv.FormatFloat(runtime.Seconds(), 'f', 3, 64),
+		"--clock-speed", strconv.FormatFloat(l.ClockSpeed, 'f', -1, 64),
+		"--checkpoints", l.StoreURI, "--sim-clock", "--workload", "-"}
+	out := &logWriter{log: log}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, l.Executable, args...)
+	cmd.Stdin = bytes.NewReader(wj)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		cancel()
+		log.Error("starting the agent process", zap.Error(err))
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer os.RemoveAll(dir)
+		if err := cmd.Wait(); err != nil && ctx.Err() == nil {
+			log.Warn("agent process ended", zap.Error(err))
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// logWriter turns a process's output into log lines.
+type logWriter struct {
+	log *zap.Logger
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		w.log.Info("agent", zap.String("line", string(w.buf[:i])))
+		w.buf = w.buf[i+1:]
+	}
 }

@@ -41,6 +41,9 @@ type Config struct {
 	// LeaseTTL is how long a lease outlives its last renewal (default
 	// DefaultLeaseTTL).
 	LeaseTTL time.Duration
+	// Client binds to the streams and buckets a server created instead of
+	// creating them: an agent's NATS user needs no admin rights.
+	Client bool
 }
 
 // Redacted describes the configuration for logs without any secret.
@@ -165,7 +168,7 @@ func Open(ctx context.Context, cfg Config, source string, clk clock.Clock, log *
 		b.Close()
 		return nil, fmt.Errorf("JetStream: %w", err)
 	}
-	if err := b.ensure(ctx); err != nil {
+	if err := b.ensure(ctx, cfg.Client); err != nil {
 		b.Close()
 		return nil, err
 	}
@@ -209,20 +212,31 @@ func orDefault(s, d string) string {
 	return s
 }
 
-// ensure creates or updates every stream and bucket.
-func (b *Bus) ensure(ctx context.Context) error {
-	for _, sc := range streamConfigs(b.replicas) {
-		if _, err := b.js.CreateOrUpdateStream(ctx, sc); err != nil {
-			return fmt.Errorf("creating stream %s: %w", sc.Name, err)
-		}
-	}
+// ensure creates or updates every stream and bucket (a client only binds
+// to the buckets).
+func (b *Bus) ensure(ctx context.Context, client bool) error {
 	kvs := map[string]jetstream.KeyValue{}
-	for _, kc := range bucketConfigs(b.replicas, b.leaseTTL) {
-		kv, err := b.js.CreateOrUpdateKeyValue(ctx, kc)
-		if err != nil {
-			return fmt.Errorf("creating bucket %s: %w", kc.Bucket, err)
+	if client {
+		for _, kc := range bucketConfigs(b.replicas, b.leaseTTL) {
+			kv, err := b.js.KeyValue(ctx, kc.Bucket)
+			if err != nil {
+				return fmt.Errorf("bucket %s (is a spotwise server running on this NATS?): %w", kc.Bucket, err)
+			}
+			kvs[kc.Bucket] = kv
 		}
-		kvs[kc.Bucket] = kv
+	} else {
+		for _, sc := range streamConfigs(b.replicas) {
+			if _, err := b.js.CreateOrUpdateStream(ctx, sc); err != nil {
+				return fmt.Errorf("creating stream %s: %w", sc.Name, err)
+			}
+		}
+		for _, kc := range bucketConfigs(b.replicas, b.leaseTTL) {
+			kv, err := b.js.CreateOrUpdateKeyValue(ctx, kc)
+			if err != nil {
+				return fmt.Errorf("creating bucket %s: %w", kc.Bucket, err)
+			}
+			kvs[kc.Bucket] = kv
+		}
 	}
 	b.jobs = &JobStore{kv: kvs[BucketJobs], log: b.log}
 	b.meta = &KV{kv: kvs[BucketMeta]}

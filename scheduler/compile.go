@@ -45,19 +45,47 @@ type Requirements struct {
 	Class  string
 	// Placement rules, comma-joined.
 	Providers, DenyProviders, Regions, DenyRegions, Geographies string
+	// Where the job's checkpoint was written and how big it is: moving
+	// to another region or cloud costs its transfer.
+	CkptProvider, CkptRegion string
+	CkptGB                   float64
 }
 
-// RequirementsOf extracts a spec's placement needs.
-func RequirementsOf(s *job.Spec) unique.Handle[Requirements] {
+// RequirementsOf extracts a record's placement needs.
+func RequirementsOf(r *job.Record) unique.Handle[Requirements] {
+	req := requirements(&r.Spec)
+	// A job that has made progress resumes from a checkpoint written where
+	// it last ran.
+	if r.Status.Checkpoint != nil && r.Status.Progress > 0 {
+		last := r.Status.Previous
+		if last == nil && len(r.Status.Attempts) > 0 {
+			last = &r.Status.Attempts[len(r.Status.Attempts)-1]
+		}
+		if last != nil {
+			req.CkptProvider, req.CkptRegion = last.Placement.Provider, last.Placement.Region
+			req.CkptGB = r.Spec.Checkpoint.SizeGB
+			if req.CkptGB == 0 && r.Status.Checkpoint.Size > 0 {
+				req.CkptGB = float64(r.Status.Checkpoint.Size) / 1e9
+			}
+		}
+	}
+	return unique.Make(req)
+}
+
+// SpecRequirements extracts a spec's placement needs (a job that has not
+// run yet).
+func SpecRequirements(s *job.Spec) unique.Handle[Requirements] { return unique.Make(requirements(s)) }
+
+func requirements(s *job.Spec) Requirements {
 	r := s.Resources
 	p := s.Placement
 	j := func(l []string) string { return strings.Join(l, ",") }
-	return unique.Make(Requirements{
+	return Requirements{
 		Accelerators: j(r.Accelerators), MinGPUMemoryGB: r.MinGPUMemoryGB, GPUsPerNode: max(1, r.GPUsPerNode), Nodes: max(1, r.Nodes),
 		MinVCPUs: r.MinVCPUs, MinMemoryGiB: r.MinMemoryGiB, Purchase: s.Purchase, MaxPrice: s.MaxPricePerHour,
 		Work: s.Work.ReferenceDuration(s.TotalGPUs()), RefGPU: s.Work.ReferenceGPU, Class: s.Class(),
 		Providers: j(p.Providers), DenyProviders: j(p.DenyProviders), Regions: j(p.Regions), DenyRegions: j(p.DenyRegions), Geographies: j(p.Geographies),
-	})
+	}
 }
 
 // queueLess orders the queue: higher priority first, then first come first
@@ -219,6 +247,11 @@ type needs struct {
 	cheapestOver money.Micros       // cheapest offer over the max price; -1 if none
 	staticMsgs   [numReasons]string
 	staticOnly   []job.PendingReason
+
+	// moveTime and moveCost are, by region index, what moving the job's
+	// checkpoint there takes (nil when there is nothing to move).
+	moveTime []time.Duration
+	moveCost []money.Micros
 }
 
 func (co *compiledOffers) compileNeeds(r *Requirements, tp bidding.ThroughputTable, rules *ruleCache) *needs {
@@ -254,6 +287,13 @@ func (co *compiledOffers) compileNeeds(r *Requirements, tp bidding.ThroughputTab
 		n.runtime[gi] = rt
 	}
 	n.regions = rules.allowed(r, co)
+	if r.CkptProvider != "" && r.CkptGB > 0 {
+		n.moveTime = make([]time.Duration, len(co.regions))
+		n.moveCost = make([]money.Micros, len(co.regions))
+		for i, rg := range co.regions {
+			n.moveTime[i], n.moveCost[i] = bidding.Transfer(r.CkptProvider, r.CkptRegion, rg.provider, rg.region, r.CkptGB)
+		}
+	}
 	return n
 }
 

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
 	"time"
 
@@ -64,8 +65,15 @@ func (s *Scheduler) cycle(ctx context.Context) {
 		go func() {
 			defer s.wg.Done()
 			for _, p := range changed {
+				last := p.Reasons[len(p.Reasons)-1]
 				s.emit(ctx, &events.JobEvent{JobID: p.JobID, Kind: events.KindPending, State: job.Queued, Reasons: p.Reasons,
-					Message: "not placed yet: " + p.Reasons[len(p.Reasons)-1].Message}, "")
+					Message: "not placed yet: " + last.Message}, "")
+				if last.Code == "deadline" {
+					// Every offer that passes the other filters finishes
+					// too late: someone has to decide.
+					s.alert(ctx, events.SeverityCritical, "deadline-at-risk", p.JobID,
+						fmt.Sprintf("job %s can no longer meet its deadline: %s", p.JobID, last.Message), nil, p.JobID+"-alert-deadline")
+				}
 			}
 		}()
 	}

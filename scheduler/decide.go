@@ -146,7 +146,7 @@ func (co *compiledOffers) cheapest(cj *compiledJob, now time.Time) (*compiledOff
 			if cj.staticReason(o) != reasonNone || dynamicReason(o, cj.nodes) != reasonNone {
 				continue
 			}
-			est := bidding.CostToFinish(now, o.price, cj.nodes, o.startup, runtime)
+			est := cj.estimate(now, o, runtime)
 			if !bidding.MeetsDeadline(est, cj.deadline) {
 				continue
 			}
@@ -156,6 +156,17 @@ func (co *compiledOffers) cheapest(cj *compiledJob, now time.Time) (*compiledOff
 		}
 	}
 	return best, bestEst
+}
+
+// estimate is the expected cost to finish on an offer, with the
+// checkpoint's move there counted in time and money.
+func (cj *compiledJob) estimate(now time.Time, o *compiledOffer, runtime time.Duration) bidding.Estimate {
+	if cj.moveTime == nil {
+		return bidding.CostToFinish(now, o.price, cj.nodes, o.startup, runtime)
+	}
+	est := bidding.CostToFinish(now, o.price, cj.nodes, o.startup+cj.moveTime[o.region], runtime)
+	est.Cost += cj.moveCost[o.region]
+	return est
 }
 
 // better breaks a tie in cost: the earlier finish, then the lower offer ID.

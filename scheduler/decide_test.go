@@ -1,9 +1,13 @@
 package scheduler
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+	"unique"
+
+	"github.com/spotwise/spotwise/bidding"
 
 	"github.com/spotwise/spotwise/internal/money"
 	"github.com/spotwise/spotwise/job"
@@ -69,7 +73,7 @@ func (b *jobB) geos(g ...string) *jobB         { b.spec.Placement.Geographies = 
 func (b *jobB) regions(r ...string) *jobB      { b.spec.Placement.Regions = r; return b }
 func (b *jobB) get() *QueuedJob {
 	q := b.q
-	q.Req = RequirementsOf(b.spec)
+	q.Req = SpecRequirements(b.spec)
 	return &q
 }
 
@@ -282,5 +286,39 @@ func TestDecideSpotMaxPriceNeverAboveOnDemand(t *testing.T) {
 		Throughput: testTP, Geography: geo})
 	if len(plan.Placements) != 1 || plan.Placements[0].MaxPrice != money.MustParse("3.06") {
 		t.Fatalf("plan = %+v", plan)
+	}
+}
+
+// A job resuming from a checkpoint counts what moving it costs: a
+// slightly cheaper offer in another region loses to staying put when the
+// checkpoint is big, and wins when it is small.
+func TestDecideCountsCheckpointTransfer(t *testing.T) {
+	offers := []providers.Offer{
+		offer("aws", "us-east-1", "here", "V100", 1, "3.06").get(),
+		offer("aws", "us-west-2", "there", "V100", 1, "3.00").get(),
+	}
+	for _, c := range []struct {
+		gb   float64
+		want string
+	}{{0, "us-west-2"}, {1, "us-west-2"}, {500, "us-east-1"}} {
+		t.Run(fmt.Sprintf("%vGB", c.gb), func(t *testing.T) {
+			b := queued("j-moving", "2h on V100")
+			q := b.get()
+			r := q.Req.Value()
+			r.CkptProvider, r.CkptRegion, r.CkptGB = "aws", "us-east-1", c.gb
+			q.Req = unique.Make(r)
+			plan := Decide(Snapshot{Now: t0, Jobs: []*QueuedJob{q}, Offers: offers, Throughput: testTP, Geography: geo})
+			if len(plan.Placements) != 1 || plan.Placements[0].Offer.Region != c.want {
+				t.Fatalf("placed %+v, want %s", plan.Placements, c.want)
+			}
+			if c.want == "us-west-2" && c.gb > 0 {
+				// 1 GB across regions: $0.02 and 4 s more.
+				est := plan.Placements[0].Estimate
+				base := bidding.CostToFinish(t0, money.MustParse("3.00"), 1, 2*time.Minute+4*time.Second, 2*time.Hour)
+				if est.Cost != base.Cost+money.MustParse("0.02") {
+					t.Fatalf("cost %s, want %s + $0.02 transfer", est.Cost, base.Cost)
+				}
+			}
+		})
 	}
 }

@@ -116,6 +116,11 @@ func (s *Scheduler) instanceLost(ctx context.Context, jobID, key string, ids []s
 	}
 	s.metrics.instancesLost.Add(1)
 	s.log.Warn("instance lost; job requeued", zap.String("job", jobID), zap.Strings("instances", ids), zap.String("reason", reason))
+	if lost := countOutcome(rec, "lost"); lost >= 3 {
+		s.alert(ctx, events.SeverityWarning, "repeated-failures", jobID,
+			fmt.Sprintf("job %s (%s) lost its capacity without notice %d times (last: %s)", rec.Spec.Name, jobID, lost, reason),
+			map[string]string{"team": rec.Spec.Team}, fmt.Sprintf("%s-alert-lost-%d", jobID, lost))
+	}
 	s.emit(ctx, &events.JobEvent{JobID: jobID, Kind: events.KindInstanceLost, State: job.Queued, Attempt: ended.N, Placement: &ended.Placement,
 		Message: rec.Status.Message, Cost: rec.Status.EndedCost}, ended.LaunchKey+"-lost")
 	var others []providers.Instance
@@ -126,6 +131,17 @@ func (s *Scheduler) instanceLost(ctx context.Context, jobID, key string, ids []s
 	}
 	s.terminateAll(ctx, jobID, others, "a sibling node was lost")
 	return nil
+}
+
+// countOutcome counts a record's ended attempts with an outcome.
+func countOutcome(r *job.Record, outcome string) int {
+	n := 0
+	for _, a := range r.Status.Attempts {
+		if a.Outcome == outcome {
+			n++
+		}
+	}
+	return n
 }
 
 // launchedAt is when the cloud launched an attempt's instances (zero if
@@ -321,6 +337,11 @@ func (s *Scheduler) exited(ctx context.Context, rep *events.AgentReport) error {
 		return err
 	}
 	s.log.Info("job attempt ended", zap.String("job", rec.ID), zap.String("event", kind), zap.Stringer("cost", rec.Status.EndedCost))
+	if kind == events.KindFailed {
+		s.alert(ctx, events.SeverityCritical, "job-failed", rec.ID,
+			fmt.Sprintf("job %s (%s) failed after %d attempt(s): %s", rec.Spec.Name, rec.ID, rec.Status.Attempt, rec.Status.Message),
+			map[string]string{"team": rec.Spec.Team, "retries": fmt.Sprint(rec.Status.Retries)}, rec.ID+"-alert-failed")
+	}
 	s.metrics.finished.Add(1)
 	s.emit(ctx, &events.JobEvent{JobID: rec.ID, Kind: kind, State: rec.Status.State, Attempt: ended.N, Placement: &ended.Placement,
 		Progress: rec.Status.Progress, Cost: rec.Status.EndedCost, Message: rec.Status.Message}, ended.LaunchKey+"-"+kind)

@@ -88,7 +88,7 @@ func (co *compiledOffers) explain(cj *compiledJob, now time.Time) []job.PendingR
 		for _, o := range cands {
 			r := dynamicReason(o, cj.nodes)
 			if r == reasonNone {
-				est := bidding.CostToFinish(now, o.price, cj.nodes, o.startup, cj.runtime[gi])
+				est := cj.estimate(now, o, cj.runtime[gi])
 				if bidding.MeetsDeadline(est, cj.deadline) {
 					continue // feasible: placed by a later cycle once capacity frees up
 				}

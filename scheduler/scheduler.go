@@ -244,7 +244,7 @@ func (s *Scheduler) onJobChange(c events.JobChange) {
 		}
 		e.queued = &QueuedJob{
 			ID: c.ID, Priority: r.Spec.Prio(), SubmittedAt: r.Status.SubmittedAt,
-			DeadlineAt: r.Status.DeadlineAt, Progress: r.Status.Progress, Req: RequirementsOf(&r.Spec),
+			DeadlineAt: r.Status.DeadlineAt, Progress: r.Status.Progress, Req: RequirementsOf(r),
 		}
 		e.seen = 0
 		s.q.add(e.queued)

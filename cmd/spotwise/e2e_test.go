@@ -24,9 +24,9 @@ import (
 // end-to-end tests start real server processes this way and kill them with
 // SIGKILL.
 func TestMain(m *testing.M) {
-	// The agent inside a test server runs the demo workload from this
-	// same binary.
-	if len(os.Args) > 1 && os.Args[1] == "demo-workload" {
+	// The agent inside a test server (or its agent processes) runs from
+	// this same binary, and so does the demo workload.
+	if len(os.Args) > 1 && (os.Args[1] == "demo-workload" || os.Args[1] == "agent") {
 		os.Args[0] = "spotwise"
 		main()
 		os.Exit(0)

@@ -98,20 +98,27 @@ func TestJobSurvivesThreePreemptions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a server process")
 	}
+	for _, mode := range []string{"inprocess", "subprocess"} {
+		t.Run("agent "+mode, func(t *testing.T) { survivesThreePreemptions(t, mode) })
+	}
+}
+
+func survivesThreePreemptions(t *testing.T, agentMode string) {
 	oncall, stuck := newWebhook(t, false), newWebhook(t, true)
 	cfg := filepath.Join(t.TempDir(), "spotwise.yaml")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, `
 sim:
   interruptions: {rate_scale: 0, storms_per_day: 0, maintenance_per_hour: 0, failures_per_hour: 0}
+  agent: %s
 alerts:
   webhooks:
     - {name: stuck, url: %q, timeout: 1m}
     - {name: oncall, url: %q}
-`, stuck.srv.URL, oncall.srv.URL), 0o644); err != nil {
+`, agentMode, stuck.srv.URL, oncall.srv.URL), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
-	p := startProc(t, t.TempDir(), addr, "--config", cfg, "--sim-speed", "240", "--log-level", "info")
+	p := startProc(t, t.TempDir(), addr, "--config", cfg, "--sim-speed", "240", "--log-level", "info", "--nats-listen", "127.0.0.1:-1")
 	c := api.NewClient(addr)
 	ctx := context.Background()
 	const steps = 1000
@@ -156,8 +163,13 @@ checkpoint: {duration: 20s}
 	if done.State != job.Succeeded {
 		t.Fatalf("job ended %s: %s", done.State, done.Message)
 	}
-	if want := "result " + demo.Result(steps); !strings.Contains(p.logText(t), want) {
+	logs := p.logText(t)
+	if want := "result " + demo.Result(steps); !strings.Contains(logs, want) {
 		t.Fatalf("the workload did not print the uninterrupted run's result (%s)", want)
+	}
+	// Agent processes log through the server as "agent" lines.
+	if sub := strings.Contains(logs, `"msg":"agent"`); sub != (agentMode == "subprocess") {
+		t.Fatalf("agent mode %s, but agent process output in the log: %v", agentMode, sub)
 	}
 	count := func(kind string) int {
 		n := 0

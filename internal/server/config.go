@@ -115,6 +115,10 @@ type SimConfig struct {
 	// RunCommands lists the commands (first word) the simulated cloud
 	// really runs, through the real agent; other workloads are simulated.
 	RunCommands []string `json:"run_commands"`
+	// Agent is how those commands' agents run: inprocess, or subprocess
+	// (`spotwise agent`, the code path of a real instance; needs the
+	// embedded NATS server to listen, or an external one).
+	Agent string `json:"agent"`
 }
 
 // SimInterruptions tunes how the simulated cloud takes capacity back.
@@ -144,7 +148,7 @@ func Defaults() Config {
 		Log:      LogConfig{Level: "info", Format: "console"},
 		NATS:     NATSConfig{Listen: "127.0.0.1:4222", Replicas: 1},
 		Sim: SimConfig{Enabled: true, Speed: 120, Seed: 1, PriceInterval: job.Duration(10 * time.Minute),
-			Interruptions: simInterruptions(sim.DefaultInterruptions()), RunCommands: []string{"spotwise"}},
+			Interruptions: simInterruptions(sim.DefaultInterruptions()), RunCommands: []string{"spotwise"}, Agent: "inprocess"},
 		Scheduler: SchedulerConfig{
 			ReconcileInterval: job.Duration(15 * time.Second),
 			UnavailableFor:    job.Duration(3 * time.Minute),
@@ -324,6 +328,9 @@ func (c *Config) Validate() error {
 		if _, err := os.Stat(p); err != nil {
 			bad(fmt.Sprintf("sim.traces[%d]", i), "%v", err)
 		}
+	}
+	if c.Sim.Agent != "inprocess" && c.Sim.Agent != "subprocess" {
+		bad("sim.agent", "must be inprocess or subprocess")
 	}
 	if c.Checkpoints.URI != "" {
 		scheme, _, ok := strings.Cut(c.Checkpoints.URI, "://")

@@ -203,6 +203,7 @@ func (s *Server) lead(ctx context.Context) error {
 	runner := &agent.Dispatch{Commands: cfg.Sim.RunCommands, Sim: simWork, Real: &agent.Local{
 		Sim: simWork, Reporter: s.bus, Control: s.bus, Checkpoints: s.checkpoints, Clock: s.clock, ClockSpeed: cfg.Sim.Speed,
 		Root: s.workRoot(), Executable: exe, Log: s.log.Named("agent"),
+		Subprocess: cfg.Sim.Agent == "subprocess", NATSURL: s.natsURLForAgents(), StoreURI: s.checkpoints.URI(),
 	}}
 	cloud, err := sim.New(ctx, sim.Options{
 		Catalog: cat, Clock: s.clock, Seed: cfg.Sim.Seed, Providers: cfg.Sim.Providers, Regions: cfg.Sim.Regions,
@@ -286,6 +287,15 @@ func (s *Server) goRun(ctx context.Context, what string, fn func(context.Context
 			s.log.Error(what+" stopped", zap.Error(err))
 		}
 	}()
+}
+
+// natsURLForAgents is where agent processes connect: the external NATS,
+// or the embedded server's listener ("" if it does not listen).
+func (s *Server) natsURLForAgents() string {
+	if s.cfg.NATS.URL != "" {
+		return s.cfg.NATS.URL
+	}
+	return s.bus.ClientURL()
 }
 
 // HTTPAddr is the address the HTTP API listens on.
@@ -398,6 +408,24 @@ func nodeID(cfg Config) (string, error) {
 		return "", fmt.Errorf("storing the node ID: %w", err)
 	}
 	return id, nil
+}
+
+// SimClockFromBus returns the clock the servers on a bus run on (scaled
+// when the simulated cloud runs fast), for processes such as the agent
+// that must keep the same time; the real clock if none is anchored.
+func SimClockFromBus(ctx context.Context, bus *events.Bus) (clock.Clock, error) {
+	b, _, err := bus.Meta().Get(ctx, clockKey)
+	if errors.Is(err, events.ErrNotFound) {
+		return clock.Real{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the simulated clock: %w", err)
+	}
+	var a clockAnchor
+	if err := json.Unmarshal(b, &a); err != nil || a.Speed <= 0 {
+		return nil, fmt.Errorf("the simulated clock's anchor is garbled")
+	}
+	return clock.NewScaled(a.Wall, a.Sim, a.Speed), nil
 }
 
 // clockAnchor is the simulated clock's anchor, kept in the meta bucket so

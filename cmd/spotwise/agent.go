@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/spotwise/spotwise/agent"
+	"github.com/spotwise/spotwise/checkpoint"
+	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/internal/clock"
+	"github.com/spotwise/spotwise/internal/server"
+	"github.com/spotwise/spotwise/providers"
+)
+
+func newAgentCmd() *cobra.Command {
+	var (
+		natsURL, creds, jobID, instance, workloadFile, storeURI, workDir string
+		attempt                                                          int
+		workSeconds, speed                                               float64
+		simClock                                                         bool
+	)
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run a job's workload on this instance (started by the cloud's user data)",
+		Long: `agent runs one attempt of a job beside its workload: it restores the newest
+good checkpoint, starts the job's command with the SPOTWISE_* environment
+(see agent/PROTOCOL.md), reports progress and heartbeats over NATS,
+checkpoints when the scheduler asks or the instance's metadata warns, uploads
+each completed checkpoint, and reports the exit.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			var w providers.Workload
+			if err := readWorkload(cmd.InOrStdin(), workloadFile, &w); err != nil {
+				return err
+			}
+			log, err := newLogger(server.LogConfig{Level: "info", Format: "json"})
+			if err != nil {
+				return err
+			}
+			log = log.With(zap.String("job", jobID), zap.Int("attempt", attempt))
+			octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			bus, err := events.Open(octx, events.Config{URL: natsURL, CredsFile: creds, ConnName: "spotwise-agent", Client: true}, "agent", nil, log)
+			if err != nil {
+				return err
+			}
+			defer bus.Close()
+			var clk clock.Clock = clock.Real{}
+			if simClock {
+				if clk, err = server.SimClockFromBus(octx, bus); err != nil {
+					return err
+				}
+				bus.SetClock(clk)
+			}
+			var store checkpoint.Store
+			if storeURI != "" {
+				if store, err = checkpoint.Open(octx, storeURI, checkpoint.WithClock(clk)); err != nil {
+					return err
+				}
+			}
+			exe, _ := os.Executable()
+			return agent.Run(ctx, agent.Config{
+				JobID: jobID, Attempt: attempt, InstanceID: instance, Workload: w,
+				WorkSeconds: workSeconds, ClockSpeed: speed, WorkDir: workDir,
+				Reporter: bus, Control: bus, Checkpoints: store, Clock: clk, Log: log, Executable: exe,
+				Stdout: os.Stdout, Stderr: os.Stderr,
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&natsURL, "nats-url", os.Getenv("SPOTWISE_NATS_URL"), "NATS server (env SPOTWISE_NATS_URL)")
+	f.StringVar(&creds, "nats-creds", os.Getenv("SPOTWISE_NATS_CREDS"), "NATS credentials file")
+	f.StringVar(&jobID, "job", "", "job ID")
+	f.IntVar(&attempt, "attempt", 1, "attempt number")
+	f.StringVar(&instance, "instance", "", "this instance's ID")
+	f.StringVar(&workloadFile, "workload", "", "the workload as JSON (a file, or - for standard input)")
+	f.StringVar(&storeURI, "checkpoints", "", "checkpoint store URI")
+	f.StringVar(&workDir, "work-dir", "/var/lib/spotwise/work", "where the checkpoint directory and progress file live")
+	f.Float64Var(&workSeconds, "work-seconds", 0, "expected runtime of the whole work on this instance (clock seconds)")
+	f.Float64Var(&speed, "clock-speed", 1, "clock seconds per wall second (the simulated cloud's speed)")
+	f.BoolVar(&simClock, "sim-clock", false, "keep the servers' simulated clock (read from NATS)")
+	for _, name := range []string{"nats-url", "job", "instance", "workload"} {
+		_ = cmd.MarkFlagRequired(name)
+	}
+	return cmd
+}
+
+func readWorkload(stdin io.Reader, path string, w *providers.Workload) error {
+	var r io.Reader = stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r = f
+	}
+	if err := json.NewDecoder(io.LimitReader(r, 1<<20)).Decode(w); err != nil {
+		return fmt.Errorf("reading the workload: %w", err)
+	}
+	if len(w.Command) == 0 {
+		return fmt.Errorf("the workload has no command")
+	}
+	return nil
+}
