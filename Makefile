@@ -11,9 +11,12 @@ TRACES   ?= ../shared/traces
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/spotwise
 
-# The whole system on an embedded NATS server and the simulated cloud.
+# The whole system on an embedded NATS server and the simulated cloud, with
+# spot interruptions frequent enough to watch jobs survive them
+# (SIM_INTERRUPTIONS=1 is realistic, 0 turns them off).
+SIM_INTERRUPTIONS ?= 2000
 run: build
-	$(BIN) server $(ARGS)
+	$(BIN) server --sim-interruption-scale $(SIM_INTERRUPTIONS) $(ARGS)
 
 # Everything, with the race detector, as CI runs it.
 test:
