@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -320,5 +321,29 @@ func TestDecideCountsCheckpointTransfer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestExplainRanksWhatDecideWouldChoose(t *testing.T) {
+	offers := []providers.Offer{
+		offer("aws", "us-east-1", "p3.16xlarge", "V100", 8, "8.00").get(),
+		offer("aws", "us-east-1", "p4d.24xlarge", "A100-40GB", 8, "12.00").get(),
+		offer("aws", "us-east-1", "g4dn.12xlarge", "T4", 4, "3.91").get(),
+		offer("aws", "us-east-1", "p5.48xlarge", "H100", 8, "98.32").get(),
+	}
+	q := queued("j-bert", "6h on V100").gpus(8).maxPrice("50.00").get()
+	snap := Snapshot{Now: t0, Jobs: []*QueuedJob{q}, Offers: offers, Throughput: testTP, Geography: geo}
+	got := Explain(snap, q)
+	var order []string
+	for _, v := range got {
+		order = append(order, v.Offer.InstanceType+":"+v.Reason)
+	}
+	want := []string{"p4d.24xlarge:", "p3.16xlarge:", "g4dn.12xlarge:gpu-count", "p5.48xlarge:max-price"}
+	if !slices.Equal(order, want) {
+		t.Fatalf("verdicts %v, want %v", order, want)
+	}
+	plan := Decide(snap)
+	if plan.Placements[0].Offer.InstanceType != got[0].Offer.InstanceType || plan.Placements[0].Estimate != got[0].Estimate {
+		t.Fatalf("Explain's first %+v differs from Decide's choice %+v", got[0], plan.Placements[0])
 	}
 }
