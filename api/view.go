@@ -32,7 +32,10 @@ type JobView struct {
 	Events         []EventView         `json:"events"`
 	Attempts       []job.Attempt       `json:"attempts,omitempty"`
 	WorkLost       job.Duration        `json:"work_lost,omitempty"`
-	Spec           *job.Spec           `json:"spec,omitempty"`
+	// Checkpoint is the last good checkpoint (where a move resumes from).
+	Checkpoint  *job.CheckpointRef `json:"checkpoint,omitempty"`
+	Preemptions int                `json:"preemptions"`
+	Spec        *job.Spec          `json:"spec,omitempty"`
 }
 
 // Estimate is the scheduler's expectation for an attempt.
@@ -100,7 +103,7 @@ func viewOf(r *job.Record, now time.Time, reasons []job.PendingReason, history [
 		Attempt: r.Status.Attempt, SubmittedAt: r.Status.SubmittedAt, DeadlineAt: timePtr(r.Status.DeadlineAt),
 		StartedAt: timePtr(r.Status.StartedAt), FinishedAt: timePtr(r.Status.FinishedAt),
 		PendingReasons: reasons, Events: make([]EventView, 0, len(history)), Attempts: r.Status.Attempts,
-		WorkLost: r.Status.WorkLost, Spec: &r.Spec,
+		WorkLost: r.Status.WorkLost, Spec: &r.Spec, Checkpoint: r.Status.Checkpoint, Preemptions: r.Status.Preemptions,
 	}
 	if v.PendingReasons == nil {
 		v.PendingReasons = []job.PendingReason{}

@@ -270,6 +270,12 @@ func printJob(w io.Writer, v *api.JobView) {
 		row("Estimate", fmt.Sprintf("%s runtime, %s to finish", e.Runtime.D().Round(time.Minute), e.CostUSD.Human()))
 	}
 	row("Cost so far", v.CostUSD.Human())
+	if c := v.Checkpoint; c != nil {
+		row("Checkpoint", fmt.Sprintf("%.0f%% (step %d, attempt %d)", c.Progress*100, c.Step, c.Attempt))
+	}
+	if v.Preemptions > 0 || v.WorkLost > 0 {
+		row("Preemptions", fmt.Sprintf("%d (work lost %s)", v.Preemptions, v.WorkLost.D().Round(time.Second)))
+	}
 	if v.Attempt > 0 {
 		row("Attempts", fmt.Sprint(v.Attempt))
 	}
