@@ -19,6 +19,10 @@ type book struct {
 	// unavailable marks offers whose launch failed for lack of capacity,
 	// until a time.
 	unavailable map[string]time.Time
+	// rates are the interruption rates the providers report, by offer ID
+	// (rebuilt with the offers; never modified in place).
+	rates  map[string]float64
+	rateOf func(providers.Offer) (float64, bool)
 }
 
 func newBook() *book {
@@ -48,6 +52,18 @@ func (b *book) replace(provider, region string, offers []providers.Offer) bool {
 	}
 	b.regions[k] = slices.Clone(offers)
 	b.rebuild()
+	if b.rateOf != nil {
+		rates := make(map[string]float64, len(b.rates)+len(offers))
+		for id, r := range b.rates {
+			rates[id] = r
+		}
+		for _, o := range offers {
+			if r, ok := b.rateOf(o); ok {
+				rates[o.ID()] = r
+			}
+		}
+		b.rates = rates
+	}
 	return true
 }
 
@@ -76,6 +92,13 @@ func (b *book) rebuild() {
 	}
 	b.flat = flat
 	b.version++
+}
+
+// ratesNow returns the current interruption rates (shared; read only).
+func (b *book) ratesNow() map[string]float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.rates
 }
 
 // snapshot returns the current offers (shared; callers must not modify),

@@ -49,6 +49,11 @@ type Requirements struct {
 	// to another region or cloud costs its transfer.
 	CkptProvider, CkptRegion string
 	CkptGB                   float64
+	// How the job checkpoints, for the risk of interruptions.
+	CkptDisabled bool
+	CkptTime     time.Duration
+	CkptInterval time.Duration
+	CkptSizeGB   float64
 }
 
 // RequirementsOf extracts a record's placement needs.
@@ -85,6 +90,7 @@ func requirements(s *job.Spec) Requirements {
 		MinVCPUs: r.MinVCPUs, MinMemoryGiB: r.MinMemoryGiB, Purchase: s.Purchase, MaxPrice: s.MaxPricePerHour,
 		Work: s.Work.ReferenceDuration(s.TotalGPUs()), RefGPU: s.Work.ReferenceGPU, Class: s.Class(),
 		Providers: j(p.Providers), DenyProviders: j(p.DenyProviders), Regions: j(p.Regions), DenyRegions: j(p.DenyRegions), Geographies: j(p.Geographies),
+		CkptDisabled: s.Checkpoint.Disabled, CkptTime: s.Checkpoint.Duration.D(), CkptInterval: s.Checkpoint.Interval.D(), CkptSizeGB: s.Checkpoint.SizeGB,
 	}
 }
 
@@ -117,6 +123,9 @@ type compiledOffer struct {
 	startup   time.Duration
 	available int // -1 unknown; decremented as the cycle places jobs
 	blocked   bool
+	// rate is how often the offer's capacity is taken back, per
+	// instance-hour.
+	rate float64
 }
 
 // gpuGroup is every offer of one GPU type, cheapest first.
@@ -149,7 +158,7 @@ func purchaseBit(p providers.PurchaseOption) uint8 {
 	return 0
 }
 
-func compileOffers(offers []providers.Offer, now time.Time, unavailable map[string]time.Time, geography func(provider, region string) string) *compiledOffers {
+func compileOffers(offers []providers.Offer, now time.Time, unavailable map[string]time.Time, rates map[string]float64, geography func(provider, region string) string) *compiledOffers {
 	co := &compiledOffers{gpuIdx: map[string]int{}, all: make([]compiledOffer, len(offers))}
 	regionIdx := map[regionKey]int{}
 	for i := range offers {
@@ -180,10 +189,14 @@ func compileOffers(offers []providers.Offer, now time.Time, unavailable map[stri
 		if o.Capacity == providers.CapacityNone {
 			avail = 0
 		}
+		rate, ok := rates[o.ID()]
+		if !ok {
+			rate = bidding.PriorRate(o.Provider, o.Purchase)
+		}
 		co.all[i] = compiledOffer{
 			offer: o, gpu: g, region: r, purchase: purchaseBit(o.Purchase),
 			price: o.Price, startup: o.LaunchLatency, available: avail,
-			blocked: marked && now.Before(until),
+			blocked: marked && now.Before(until), rate: rate,
 		}
 		grp := &co.groups[g]
 		grp.offers = append(grp.offers, &co.all[i])
@@ -252,6 +265,7 @@ type needs struct {
 	// checkpoint there takes (nil when there is nothing to move).
 	moveTime []time.Duration
 	moveCost []money.Micros
+	ckpt     bidding.Checkpointing
 }
 
 func (co *compiledOffers) compileNeeds(r *Requirements, tp bidding.ThroughputTable, rules *ruleCache) *needs {
@@ -287,6 +301,7 @@ func (co *compiledOffers) compileNeeds(r *Requirements, tp bidding.ThroughputTab
 		n.runtime[gi] = rt
 	}
 	n.regions = rules.allowed(r, co)
+	n.ckpt = bidding.Checkpointing{Disabled: r.CkptDisabled, Time: r.CkptTime, Interval: r.CkptInterval, SizeGB: r.CkptSizeGB}
 	if r.CkptProvider != "" && r.CkptGB > 0 {
 		n.moveTime = make([]time.Duration, len(co.regions))
 		n.moveCost = make([]money.Micros, len(co.regions))

@@ -32,7 +32,8 @@ func (s *Scheduler) cycle(ctx context.Context) {
 	if len(batch) == 0 {
 		return
 	}
-	plan := Decide(Snapshot{Now: now, Jobs: batch, Offers: offers, Unavailable: unavailable, Throughput: s.o.Throughput, Geography: s.o.Geography})
+	plan := Decide(Snapshot{Now: now, Jobs: batch, Offers: offers, Unavailable: unavailable, Throughput: s.o.Throughput,
+		Geography: s.o.Geography, Rates: s.book.ratesNow()})
 
 	var changed []Pending
 	s.mu.Lock()

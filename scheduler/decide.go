@@ -25,6 +25,9 @@ type Snapshot struct {
 	Throughput  bidding.ThroughputTable
 	// Geography maps a provider region to its geography ("eu", "us").
 	Geography func(provider, region string) string
+	// Rates are the offers' interruption rates per instance-hour by offer
+	// ID; an offer without one gets the provider's prior.
+	Rates map[string]float64
 }
 
 // Placement is one decision: put a job on an offer.
@@ -55,7 +58,7 @@ type Plan struct {
 // the cheapest; capacity taken by one job is not offered to the next. Jobs
 // left unplaced get the reasons every offer was rejected for.
 func Decide(s Snapshot) Plan {
-	co := compileOffers(s.Offers, s.Now, s.Unavailable, s.Geography)
+	co := compileOffers(s.Offers, s.Now, s.Unavailable, s.Rates, s.Geography)
 	rules := &ruleCache{}
 	compiled := map[unique.Handle[Requirements]]*needs{}
 	var plan Plan
@@ -158,15 +161,18 @@ func (co *compiledOffers) cheapest(cj *compiledJob, now time.Time) (*compiledOff
 	return best, bestEst
 }
 
-// estimate is the expected cost to finish on an offer, with the
-// checkpoint's move there counted in time and money.
+// estimate is the expected cost to finish on an offer: the price for the
+// boot and the work, the checkpoint's move there, and the expected cost of
+// the offer being taken back (work redone since the last checkpoint, the
+// changeovers, periodic checkpoint writes, checkpoint storage).
 func (cj *compiledJob) estimate(now time.Time, o *compiledOffer, runtime time.Duration) bidding.Estimate {
-	if cj.moveTime == nil {
-		return bidding.CostToFinish(now, o.price, cj.nodes, o.startup, runtime)
+	in := bidding.RiskInput{Now: now, PricePerHour: o.price, Nodes: cj.nodes, Startup: o.startup, Runtime: runtime,
+		InterruptionsPerHour: o.rate, Checkpoint: cj.ckpt, Provider: o.offer.Provider, Region: o.offer.Region}
+	if cj.moveTime != nil {
+		in.Startup += cj.moveTime[o.region]
+		in.Extra = cj.moveCost[o.region]
 	}
-	est := bidding.CostToFinish(now, o.price, cj.nodes, o.startup+cj.moveTime[o.region], runtime)
-	est.Cost += cj.moveCost[o.region]
-	return est
+	return bidding.ExpectedCost(in).Estimate
 }
 
 // better breaks a tie in cost: the earlier finish, then the lower offer ID.

@@ -78,6 +78,16 @@ func (b *jobB) get() *QueuedJob {
 	return &q
 }
 
+// noRisk gives every offer an interruption rate of zero: estimates are
+// then exactly price x nodes x (boot + runtime).
+func noRisk(offers []providers.Offer) map[string]float64 {
+	m := map[string]float64{}
+	for _, o := range offers {
+		m[o.ID()] = 0
+	}
+	return m
+}
+
 func geo(provider, region string) string {
 	if strings.HasPrefix(region, "eu") {
 		return "eu"
@@ -245,9 +255,9 @@ func TestDecide(t *testing.T) {
 func TestDecideEstimatesAndReasons(t *testing.T) {
 	// 6 h on V100 with 8 GPUs on A100 (3x): 2 h of work + 2 min boot at
 	// $12/h = $24.40.
+	bert := []providers.Offer{offer("aws", "us-east-1", "p4d.24xlarge", "A100-40GB", 8, "12.00").get()}
 	plan := Decide(Snapshot{Now: t0, Jobs: []*QueuedJob{queued("j-bert", "6h on V100").gpus(8).get()},
-		Offers:     []providers.Offer{offer("aws", "us-east-1", "p4d.24xlarge", "A100-40GB", 8, "12.00").get()},
-		Throughput: testTP, Geography: geo})
+		Offers: bert, Throughput: testTP, Geography: geo, Rates: noRisk(bert)})
 	if len(plan.Placements) != 1 {
 		t.Fatalf("plan = %+v", plan)
 	}
@@ -257,13 +267,13 @@ func TestDecideEstimatesAndReasons(t *testing.T) {
 	}
 
 	// A job no offer fits explains each rejection with counts and numbers.
+	three := []providers.Offer{
+		offer("aws", "us-east-1", "t4", "T4", 1, "0.50").get(),
+		offer("aws", "us-east-1", "v-dear", "V100", 1, "3.06").get(),
+		offer("aws", "us-east-1", "v-cheap", "V100", 1, "1.00").get(),
+	}
 	plan = Decide(Snapshot{Now: t0, Jobs: []*QueuedJob{queued("j-x", "10h on V100").accel("V100").maxPrice("2.00").deadline(5 * time.Hour).get()},
-		Offers: []providers.Offer{
-			offer("aws", "us-east-1", "t4", "T4", 1, "0.50").get(),
-			offer("aws", "us-east-1", "v-dear", "V100", 1, "3.06").get(),
-			offer("aws", "us-east-1", "v-cheap", "V100", 1, "1.00").get(),
-		},
-		Throughput: testTP, Geography: geo})
+		Offers: three, Throughput: testTP, Geography: geo, Rates: noRisk(three)})
 	if len(plan.Pending) != 1 {
 		t.Fatalf("plan = %+v", plan)
 	}
@@ -308,7 +318,7 @@ func TestDecideCountsCheckpointTransfer(t *testing.T) {
 			r := q.Req.Value()
 			r.CkptProvider, r.CkptRegion, r.CkptGB = "aws", "us-east-1", c.gb
 			q.Req = unique.Make(r)
-			plan := Decide(Snapshot{Now: t0, Jobs: []*QueuedJob{q}, Offers: offers, Throughput: testTP, Geography: geo})
+			plan := Decide(Snapshot{Now: t0, Jobs: []*QueuedJob{q}, Offers: offers, Throughput: testTP, Geography: geo, Rates: noRisk(offers)})
 			if len(plan.Placements) != 1 || plan.Placements[0].Offer.Region != c.want {
 				t.Fatalf("placed %+v, want %s", plan.Placements, c.want)
 			}
@@ -345,5 +355,37 @@ func TestExplainRanksWhatDecideWouldChoose(t *testing.T) {
 	plan := Decide(snap)
 	if plan.Placements[0].Offer.InstanceType != got[0].Offer.InstanceType || plan.Placements[0].Estimate != got[0].Estimate {
 		t.Fatalf("Explain's first %+v differs from Decide's choice %+v", got[0], plan.Placements[0])
+	}
+}
+
+// Spot that is taken back often costs more to finish than its hourly
+// price says: with a high enough interruption rate, on-demand wins.
+func TestDecideCountsInterruptionRisk(t *testing.T) {
+	offers := []providers.Offer{
+		offer("aws", "us-east-1", "p3.2xlarge", "V100", 1, "3.06").get(),
+		offer("aws", "us-east-1", "p3.2xlarge", "V100", 1, "1.20").spot("3.06").get(),
+	}
+	spotID := offers[1].ID()
+	for _, c := range []struct {
+		rate   float64 // interruptions per instance-hour
+		noCkpt bool    // the job cannot checkpoint
+		want   providers.PurchaseOption
+	}{
+		{0.001, false, providers.Spot},
+		{3, false, providers.Spot}, // checkpoints every few minutes keep spot cheaper
+		{0.001, true, providers.Spot},
+		{0.2, true, providers.OnDemand}, // every interruption starts a 20-hour job over
+	} {
+		t.Run(fmt.Sprintf("rate %v, checkpoints %v", c.rate, !c.noCkpt), func(t *testing.T) {
+			rates := noRisk(offers)
+			rates[spotID] = c.rate
+			b := queued("j-a", "20h on V100")
+			b.spec.Checkpoint.Disabled = c.noCkpt
+			q := b.get()
+			plan := Decide(Snapshot{Now: t0, Jobs: []*QueuedJob{q}, Offers: offers, Throughput: testTP, Geography: geo, Rates: rates})
+			if len(plan.Placements) != 1 || plan.Placements[0].Offer.Purchase != c.want {
+				t.Fatalf("placed %+v, want %s", plan.Placements, c.want)
+			}
+		})
 	}
 }

@@ -154,18 +154,15 @@ func (s *Scheduler) workloadOf(r *job.Record) providers.Workload {
 }
 
 // interruptionRate is how often the placement's capacity is expected to
-// be taken back per hour: what its provider says, else a prior (spot: the
-// middle of the AWS Spot Advisor "5-10% a month" bucket; others: never).
+// be taken back per hour: what its provider says, else the prior for its
+// provider and purchase option.
 func (s *Scheduler) interruptionRate(p job.Placement) float64 {
 	if rr, ok := s.o.Clouds[p.Provider].(providers.RiskReporter); ok {
 		if rate, ok := rr.InterruptionRate(p.OfferID); ok {
 			return rate
 		}
 	}
-	if p.Purchase == string(providers.Spot) {
-		return 0.075 / (30 * 24)
-	}
-	return 0
+	return bidding.PriorRate(p.Provider, providers.PurchaseOption(p.Purchase))
 }
 
 // launched records the instances of an attempt. If the job was cancelled

@@ -131,6 +131,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	// remembered.
 	s.mu.Lock()
 	s.index, s.q, s.book = map[string]*entry{}, queue{}, newBook()
+	s.book.rateOf = s.rateOf
 	s.mu.Unlock()
 	ready := make(chan struct{})
 	var once sync.Once
@@ -323,6 +324,14 @@ func (s *Scheduler) done(id string) {
 	}
 	s.mu.Unlock()
 	s.kick()
+}
+
+// rateOf asks the offer's provider how often its capacity is taken back.
+func (s *Scheduler) rateOf(o providers.Offer) (float64, bool) {
+	if rr, ok := s.o.Clouds[o.Provider].(providers.RiskReporter); ok {
+		return rr.InterruptionRate(o.ID())
+	}
+	return 0, false
 }
 
 // onOffers replaces one region of the offer book.

@@ -44,7 +44,7 @@ Then, from another shell:
 		SilenceErrors: true,
 		Version:       version,
 	}
-	root.AddCommand(newServerCmd(), newSubmitCmd(), newJobsCmd(), newJobCmd(), newCancelCmd(), newDemoWorkloadCmd(), newSimCmd(), newAgentCmd())
+	root.AddCommand(newServerCmd(), newSubmitCmd(), newJobsCmd(), newJobCmd(), newCancelCmd(), newDemoWorkloadCmd(), newSimCmd(), newAgentCmd(), newQuoteCmd())
 	return root
 }
 

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spotwise/spotwise/job"
+)
+
+// printQuote writes the report for people: the best top options, the
+// excluded ones by reason, the advice.
+func printQuote(w io.Writer, rep *quoteReport, top int) {
+	j := rep.Job
+	fmt.Fprintf(w, "Quote for %s: %s, %s x %s, %s %s (%s), purchase %s", j.Name, j.Work, plural(j.Nodes, "node"), plural(j.GPUsPerNode, "GPU"), j.Workload, j.Precision, j.Class, j.Purchase)
+	if j.Deadline != nil {
+		fmt.Fprintf(w, ", deadline %s (in %s)", j.Deadline.UTC().Format(time.RFC3339), humanDur(j.Deadline.Sub(rep.Book.At)))
+	}
+	fmt.Fprintf(w, "\nOffer book: %s, seed %d, prices as of %s: %d offers, %d feasible\n\n",
+		rep.Book.Source, rep.Book.Seed, rep.Book.At.UTC().Format(time.RFC3339), rep.Book.Offers, rep.Book.Feasible)
+	rows := rep.Options
+	if top > 0 && len(rows) > top {
+		rows = rows[:top]
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(w, "No option: every offer is excluded (see below).")
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "#\tPROVIDER\tREGION\tZONE\tINSTANCE\tGPUS\tPURCHASE\tPRICE/H\tRUNTIME\tEXPECTED COST\tRISK (INT. / P)\tDEADLINE")
+		for _, o := range rows {
+			nodes := ""
+			if o.Nodes > 1 {
+				nodes = fmt.Sprintf("%dx ", o.Nodes)
+			}
+			meets := "no"
+			if o.MeetsDeadline {
+				meets = "yes"
+				if j.Deadline != nil {
+					meets += " (" + humanDur(j.Deadline.Sub(o.Finish)) + " spare)"
+				}
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s%s\t%dx %s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Rank, o.Provider, o.Region, o.Zone, nodes, o.InstanceType,
+				o.GPUs, o.GPU, o.Purchase, o.PricePerHour.Human(), humanDur(hoursDur(o.ExpectedRuntimeHours)), o.ExpectedCost.Human(),
+				riskText(o), meets)
+		}
+		_ = tw.Flush()
+		if len(rep.Options) > len(rows) {
+			fmt.Fprintf(w, "... and %d more (--top 0 shows all)\n", len(rep.Options)-len(rows))
+		}
+		fmt.Fprintln(w, "Expected cost and runtime include periodic checkpoints and, for each interruption, the work since the last checkpoint, the restart and moving the checkpoint.")
+	}
+	if len(rep.Excluded) > 0 {
+		fmt.Fprintln(w, "\nExcluded:")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, e := range rep.Excluded {
+			fmt.Fprintf(tw, "  %s\t%d offers\t%s\te.g. %s (%s)\n", e.Reason, e.Offers, e.Meaning, e.Example, e.Detail)
+		}
+		_ = tw.Flush()
+	}
+	if len(rep.Recommendations) > 0 {
+		fmt.Fprintln(w, "\nAdvice:")
+		for _, r := range rep.Recommendations {
+			fmt.Fprintf(w, "  - [%s] %s\n", r.Branch, r.Text)
+		}
+	}
+}
+
+func riskText(o quoteOption) string {
+	if o.ExpectedInterruptions == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%.3f / %.1f%%", o.ExpectedInterruptions, o.PInterruption*100)
+}
+
+// workText writes a job's work the way people write it: "6h on V100".
+func workText(w job.Work) string {
+	if w.Duration > 0 {
+		return humanDur(w.Duration.D()) + " on " + w.ReferenceGPU
+	}
+	return w.String()
+}
+
+func hoursDur(h float64) time.Duration { return time.Duration(h * float64(time.Hour)) }
+
+// humanDur writes a duration the way people do: "2h14m", "45s".
+func humanDur(d time.Duration) string {
+	if d >= time.Minute || d <= -time.Minute {
+		d = d.Round(time.Minute)
+	}
+	s := d.String()
+	s = strings.TrimSuffix(s, "0s")
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	if s == "" {
+		return "0s"
+	}
+	return s
+}
