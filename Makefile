@@ -43,3 +43,11 @@ vet:
 
 clean:
 	rm -rf bin data
+
+# The spot/on-demand policy table of issue 4 over the measured traces (each
+# zone alone and all together, C/R 0.6-0.9, 300 evenly spaced starts); it
+# fails when a target is missed. POLICY_ARGS picks another set, e.g.
+# POLICY_ARGS="-set availability/16-node/aws-08-27-2023 -nodes 16 -job-hours 24".
+.PHONY: bench-policy
+bench-policy:
+	$(GO) run ./bidding/simulate/internal/benchpolicy -traces $(TRACES) $(POLICY_ARGS)

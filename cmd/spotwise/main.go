@@ -44,7 +44,7 @@ Then, from another shell:
 		SilenceErrors: true,
 		Version:       version,
 	}
-	root.AddCommand(newServerCmd(), newSubmitCmd(), newJobsCmd(), newJobCmd(), newCancelCmd(), newDemoWorkloadCmd(), newSimCmd(), newAgentCmd(), newQuoteCmd())
+	root.AddCommand(newServerCmd(), newSubmitCmd(), newJobsCmd(), newJobCmd(), newCancelCmd(), newDemoWorkloadCmd(), newSimCmd(), newAgentCmd(), newQuoteCmd(), newSimulateCmd())
 	return root
 }
 
