@@ -32,8 +32,9 @@ func (s *Scheduler) cycle(ctx context.Context) {
 	if len(batch) == 0 {
 		return
 	}
+	s.zones.observe(offers, unavailable, now)
 	plan := Decide(Snapshot{Now: now, Jobs: batch, Offers: offers, Unavailable: unavailable, Throughput: s.o.Throughput,
-		Geography: s.o.Geography, Rates: s.book.ratesNow()})
+		Geography: s.o.Geography, Rates: s.book.ratesNow(), Policy: s.o.Policy, Zones: s.zones.stats, PolicyStep: max(time.Duration(s.reconStep.Load()), s.o.ReconcileInterval)})
 
 	var changed []Pending
 	s.mu.Lock()

@@ -28,6 +28,15 @@ type Snapshot struct {
 	// Rates are the offers' interruption rates per instance-hour by offer
 	// ID; an offer without one gets the provider's prior.
 	Rates map[string]float64
+	// Policy, when set, decides between spot, on-demand and waiting for
+	// jobs with a deadline and purchase policy auto (the same code
+	// `spotwise simulate` measures); without it, the cheapest expected
+	// cost to finish wins.
+	Policy bidding.Policy
+	// Zones is what has been observed of spot capacity, by zone and GPU
+	// type (see ZoneKey); PolicyStep how often the policy is asked again.
+	Zones      map[ZoneKey]*bidding.ZoneStats
+	PolicyStep time.Duration
 }
 
 // Placement is one decision: put a job on an offer.
@@ -70,7 +79,11 @@ func Decide(s Snapshot) Plan {
 			compiled[q.Req] = nd
 		}
 		cj := co.compileJob(q, nd)
-		best, est := co.cheapest(cj, s.Now)
+		best, est, wait := co.choose(cj, s)
+		if wait != nil {
+			plan.Pending = append(plan.Pending, Pending{JobID: q.ID, Reasons: wait})
+			continue
+		}
 		if best == nil {
 			plan.Pending = append(plan.Pending, Pending{JobID: q.ID, Reasons: co.explain(cj, s.Now)})
 			continue
@@ -129,7 +142,7 @@ func dynamicReason(o *compiledOffer, nodes int) reason {
 // first within each GPU type and the search stops as soon as no remaining
 // offer can beat the best found, so placing a job rarely looks at more than
 // a few offers.
-func (co *compiledOffers) cheapest(cj *compiledJob, now time.Time) (*compiledOffer, bidding.Estimate) {
+func (co *compiledOffers) cheapest(cj *compiledJob, now time.Time, mask uint8) (*compiledOffer, bidding.Estimate) {
 	var best *compiledOffer
 	var bestEst bidding.Estimate
 	bestCost := money.Micros(math.MaxInt64)
@@ -146,7 +159,7 @@ func (co *compiledOffers) cheapest(cj *compiledJob, now time.Time) (*compiledOff
 			if bestCost != math.MaxInt64 && float64(o.price)*hours > float64(bestCost)*(1+1e-9)+1 {
 				break
 			}
-			if cj.staticReason(o) != reasonNone || dynamicReason(o, cj.nodes) != reasonNone {
+			if o.purchase&mask == 0 || cj.staticReason(o) != reasonNone || dynamicReason(o, cj.nodes) != reasonNone {
 				continue
 			}
 			est := cj.estimate(now, o, runtime)

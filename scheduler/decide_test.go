@@ -389,3 +389,51 @@ func TestDecideCountsInterruptionRisk(t *testing.T) {
 		})
 	}
 }
+
+// With a deadline and purchase policy auto, the deadline policy decides:
+// spot while the deadline leaves room, waiting for spot when none is there
+// and the slack allows, on-demand when the slack runs short.
+func TestDecideAsksTheDeadlinePolicy(t *testing.T) {
+	od := offer("aws", "us-east-1", "p3.2xlarge", "V100", 1, "3.06").get()
+	spot := offer("aws", "us-east-1", "p3.2xlarge", "V100", 1, "0.97").spot("3.06").get()
+	noSpot := spot
+	noSpot.Available, noSpot.Capacity = 0, providers.CapacityNone
+	for _, c := range []struct {
+		name     string
+		deadline time.Duration // for 10 h of work
+		offers   []providers.Offer
+		want     string // purchase option, or the pending reason code
+	}{
+		{"spot with room", 30 * time.Hour, []providers.Offer{od, spot}, "spot"},
+		{"no spot, room to wait", 30 * time.Hour, []providers.Offer{od, noSpot}, "waiting-for-spot"},
+		{"no spot, no room to wait", 10*time.Hour + 10*time.Minute, []providers.Offer{od, noSpot}, "on-demand"},
+		// If spot went at once, on-demand could no longer finish after two
+		// changeovers (2 x 2 min > 3 min of slack).
+		{"spot, but too tight to risk it", 10*time.Hour + 3*time.Minute, []providers.Offer{od, spot}, "on-demand"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			q := queued("j-a", "10h on V100").deadline(c.deadline).get()
+			// Two days of this market: capacity for 50 minutes, then gone
+			// for 10, again and again; gone for a minute now.
+			var seen bidding.ZoneStats
+			for range 48 {
+				seen.Observe(true, 50*time.Minute)
+				seen.Observe(false, 10*time.Minute)
+			}
+			seen.Observe(true, 50*time.Minute)
+			seen.Observe(false, time.Minute)
+			zones := map[ZoneKey]*bidding.ZoneStats{{"aws", "us-east-1a", "V100"}: &seen, {Zone: "*", GPU: "V100"}: &seen}
+			plan := Decide(Snapshot{Now: t0, Jobs: []*QueuedJob{q}, Offers: c.offers, Throughput: testTP, Geography: geo,
+				Rates: noRisk(c.offers), Policy: bidding.Spotwise{}, PolicyStep: time.Minute, Zones: zones})
+			got := ""
+			if len(plan.Placements) == 1 {
+				got = string(plan.Placements[0].Offer.Purchase)
+			} else if len(plan.Pending) == 1 {
+				got = plan.Pending[0].Reasons[0].Code
+			}
+			if got != c.want {
+				t.Fatalf("got %q, want %q (plan %+v)", got, c.want, plan)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -37,6 +38,9 @@ type Options struct {
 	Debounce time.Duration
 	// Workers bounds concurrent launches and terminations (default 32).
 	Workers int
+	// Policy decides spot, on-demand or waiting for jobs with a deadline
+	// and purchase policy auto (default: bidding's "spotwise" policy).
+	Policy bidding.Policy
 	// LaunchRetries is how often a launch that failed for a transient
 	// reason is retried before the job waits for the next reconciliation
 	// (default 3).
@@ -71,6 +75,9 @@ func (o *Options) defaults() {
 	if o.Metrics == nil {
 		o.Metrics = &Metrics{}
 	}
+	if o.Policy == nil {
+		o.Policy = bidding.Spotwise{}
+	}
 }
 
 // Scheduler places queued jobs on offers and follows them to the end. It
@@ -93,6 +100,12 @@ type Scheduler struct {
 	wg      sync.WaitGroup
 	recMu   sync.Mutex
 	metrics *Metrics
+	zones   zoneWatch // only the cycle touches it
+	// reconStep is how much scheduler-clock time passes between two
+	// reconciliations (nanoseconds): how soon a waiting job is looked at
+	// again, whatever the clock's speed.
+	reconStep atomic.Int64
+	lastRecon atomic.Int64
 }
 
 // entry is what the scheduler remembers of one job between events.

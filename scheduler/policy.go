@@ -1,0 +1,186 @@
+package scheduler
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spotwise/spotwise/bidding"
+	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/providers"
+)
+
+// ZoneKey names the spot capacity of one GPU type in one zone: what the
+// deadline policy watches come and go.
+type ZoneKey struct{ Provider, Zone, GPU string }
+
+// Purchase bits for cheapest's mask.
+const (
+	maskSpot     uint8 = 1
+	maskOnDemand uint8 = 2 | 4 // on-demand and reserved
+	maskAny      uint8 = 0xff
+)
+
+// choose picks the offer for a job. Most jobs take the cheapest expected
+// cost to finish. A job with a deadline and purchase policy auto asks the
+// deadline policy instead, as `spotwise simulate` does tick by tick: spot
+// (in which zone), on-demand, or wait for spot while the deadline allows;
+// wait, if not nil, is why it waits.
+func (co *compiledOffers) choose(cj *compiledJob, s Snapshot) (*compiledOffer, bidding.Estimate, []job.PendingReason) {
+	if s.Policy == nil || cj.deadline.IsZero() || cj.purchase != job.PurchaseAuto {
+		best, est := co.cheapest(cj, s.Now, maskAny)
+		return best, est, nil
+	}
+	spot, spotEst := co.cheapest(cj, s.Now, maskSpot)
+	od, odEst := co.cheapest(cj, s.Now, maskOnDemand)
+	if od == nil {
+		return spot, spotEst, nil // no fallback to weigh
+	}
+	// The spot market the job would use: where its best spot offer is, or,
+	// with no spot capacity anywhere now, the cheapest spot offer it could
+	// use when capacity comes back.
+	market := spot
+	if market == nil {
+		if market = co.cheapestStatic(cj, maskSpot); market == nil {
+			return od, odEst, nil // the job has no spot market at all
+		}
+	}
+	st, zones := co.policyState(cj, s, market, od)
+	c := s.Policy.Decide(st)
+	switch c.Kind {
+	case bidding.RunOnDemand:
+		return od, odEst, nil
+	case bidding.RunSpot:
+		if c.Zone >= 0 && c.Zone < len(zones) && zones[c.Zone] != nil {
+			o := zones[c.Zone]
+			est := cj.estimate(s.Now, o, cj.runtime[o.gpu])
+			if bidding.MeetsDeadline(est, cj.deadline) {
+				return o, est, nil
+			}
+		}
+		if spot != nil {
+			return spot, spotEst, nil
+		}
+		return od, odEst, nil
+	}
+	slack := st.TimeLeft - st.WorkLeft
+	return nil, bidding.Estimate{}, []job.PendingReason{{Code: "waiting-for-spot",
+		Message: fmt.Sprintf("waiting for spot capacity: the deadline leaves %s of slack, and on-demand (%s/h) is kept for when it runs short", human(slack), od.price.Human())}}
+}
+
+// cheapestStatic is the cheapest offer of a purchase kind that passes the
+// job's static filters, capacity or not.
+func (co *compiledOffers) cheapestStatic(cj *compiledJob, mask uint8) *compiledOffer {
+	var best *compiledOffer
+	for gi := range co.groups {
+		if !cj.gpus[gi] {
+			continue
+		}
+		for _, o := range co.groups[gi].offers {
+			if o.purchase&mask != 0 && cj.staticReason(o) == reasonNone {
+				if best == nil || o.price < best.price {
+					best = o
+				}
+				break // cheapest first within a group
+			}
+		}
+	}
+	return best
+}
+
+// policyState describes the job to the policy: its deadline and work on
+// the GPU type of the best spot offer, and each zone where that GPU is
+// sold on spot, with whether it has capacity now and what has been seen of
+// it. zones[i] is the cheapest usable offer of the policy's zone i (nil
+// where there is none now).
+func (co *compiledOffers) policyState(cj *compiledJob, s Snapshot, spot, od *compiledOffer) (bidding.PolicyState, []*compiledOffer) {
+	gi := spot.gpu
+	runtime := cj.runtime[gi]
+	whole := runtime
+	if p := cj.q.Progress; p > 0 && p < 1 {
+		whole = time.Duration(float64(runtime) / (1 - p))
+	}
+	step := s.PolicyStep
+	if step <= 0 {
+		step = time.Minute
+	}
+	st := bidding.PolicyState{
+		Elapsed: s.Now.Sub(cj.q.SubmittedAt), TimeLeft: cj.deadline.Sub(s.Now),
+		Work: whole, WorkLeft: runtime, Changeover: spot.startup, Step: step,
+		Current: bidding.ChooseIdle, OnDemandPrice: od.price,
+	}
+	index := map[string]int{}
+	var zones []*compiledOffer
+	for _, o := range co.groups[gi].offers {
+		if o.purchase&maskSpot == 0 || cj.staticReason(o) != reasonNone {
+			continue
+		}
+		z := o.offer.Provider + "/" + o.offer.Zone
+		i, ok := index[z]
+		if !ok {
+			i = len(st.Zones)
+			index[z] = i
+			sz := bidding.SpotZone{Name: z, Price: o.price}
+			if stats := s.Zones[ZoneKey{o.offer.Provider, o.offer.Zone, o.offer.GPU}]; stats != nil {
+				sz.Seen = *stats
+			}
+			st.Zones = append(st.Zones, sz)
+			zones = append(zones, nil)
+		}
+		// Offers come cheapest first: the first usable one is the zone's.
+		if zones[i] == nil && dynamicReason(o, cj.nodes) == reasonNone {
+			zones[i] = o
+			st.Zones[i].Available = true
+			st.Zones[i].Price = o.price
+		}
+	}
+	if u := s.Zones[ZoneKey{Zone: "*", GPU: spot.offer.GPU}]; u != nil {
+		st.Union = *u
+	}
+	return st, zones
+}
+
+// zoneWatch keeps what the scheduler has seen of spot capacity per zone
+// and GPU type, for the deadline policy. It is only touched by the cycle.
+type zoneWatch struct {
+	stats map[ZoneKey]*bidding.ZoneStats
+	last  time.Time
+}
+
+// observe records, for the time since the last look, which zones had
+// spot capacity for each GPU type (an offer with capacity, not marked
+// unavailable), and whether any zone had (under ZoneKey{Zone: "*"}).
+func (w *zoneWatch) observe(offers []providers.Offer, unavailable map[string]time.Time, now time.Time) {
+	if w.stats == nil {
+		w.stats = map[ZoneKey]*bidding.ZoneStats{}
+	}
+	dt := now.Sub(w.last)
+	if w.last.IsZero() || dt <= 0 {
+		w.last = now
+		return
+	}
+	w.last = now
+	up := map[ZoneKey]bool{}
+	for i := range offers {
+		o := &offers[i]
+		if o.Purchase != providers.Spot {
+			continue
+		}
+		_, blocked := unavailable[o.ID()]
+		if _, z := unavailable[zoneKey(o.Provider, o.Zone)]; z {
+			blocked = true
+		}
+		avail := !blocked && o.Available != 0 && o.Capacity != providers.CapacityNone
+		k := ZoneKey{o.Provider, o.Zone, o.GPU}
+		up[k] = up[k] || avail
+		any := ZoneKey{Zone: "*", GPU: o.GPU}
+		up[any] = up[any] || avail
+	}
+	for k, avail := range up {
+		zs := w.stats[k]
+		if zs == nil {
+			zs = &bidding.ZoneStats{}
+			w.stats[k] = zs
+		}
+		zs.Observe(avail, dt)
+	}
+}
