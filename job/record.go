@@ -103,6 +103,8 @@ type Attempt struct {
 	// StartAfter holds the workload of a replacement attempt until the
 	// attempt it replaces has had its chance to checkpoint.
 	StartAfter time.Time `json:"start_after,omitzero"`
+	// StartProgress is where the attempt's work began (its checkpoint).
+	StartProgress float64 `json:"start_progress,omitempty"`
 	// Outcome is how the attempt ended: succeeded, failed, lost,
 	// preempted, cancelled, launch-failed.
 	Outcome string       `json:"outcome,omitempty"`

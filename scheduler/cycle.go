@@ -33,7 +33,7 @@ func (s *Scheduler) cycle(ctx context.Context) {
 		return
 	}
 	s.zones.observe(offers, unavailable, now)
-	plan := Decide(Snapshot{Now: now, Jobs: batch, Offers: offers, Unavailable: unavailable, Throughput: s.o.Throughput,
+	plan := Decide(Snapshot{Now: now, Jobs: batch, Offers: offers, Unavailable: unavailable, Throughput: s.tp,
 		Geography: s.o.Geography, Rates: s.book.ratesNow(), Policy: s.o.Policy, Zones: s.zones.stats, PolicyStep: max(time.Duration(s.reconStep.Load()), s.o.ReconcileInterval)})
 
 	var changed []Pending

@@ -56,7 +56,7 @@ func (s *Scheduler) instanceRunning(ctx context.Context, in providers.Instance) 
 		// A replacement (the job is checkpointing or migrating) runs when
 		// its agent starts the workload, after the old attempt is done.
 		if r.Status.State == job.Placing && len(a.Running) >= max(1, a.Placement.Nodes) {
-			a.RunningAt = now
+			a.RunningAt, a.StartProgress = now, r.Status.Progress
 			return r.MoveTo(job.Running, now, "running")
 		}
 		return nil
@@ -115,6 +115,7 @@ func (s *Scheduler) instanceLost(ctx context.Context, jobID, key string, ids []s
 		return nil
 	}
 	s.metrics.instancesLost.Add(1)
+	s.learnFromRun(ended, now, true)
 	s.log.Warn("instance lost; job requeued", zap.String("job", jobID), zap.Strings("instances", ids), zap.String("reason", reason))
 	if lost := countOutcome(rec, "lost"); lost >= 3 {
 		s.alert(ctx, events.SeverityWarning, "repeated-failures", jobID,
@@ -221,6 +222,7 @@ func (s *Scheduler) onAgent(ctx context.Context, m events.Message) error {
 				r.Status.WorkLost += job.Duration(lost)
 			}
 			r.Status.Progress = rep.Progress
+			a.StartProgress = rep.Progress
 			if rep.Checkpoint != nil {
 				r.Status.Checkpoint = rep.Checkpoint
 			}
@@ -337,6 +339,15 @@ func (s *Scheduler) exited(ctx context.Context, rep *events.AgentReport) error {
 		return err
 	}
 	s.log.Info("job attempt ended", zap.String("job", rec.ID), zap.String("event", kind), zap.Stringer("cost", rec.Status.EndedCost))
+	s.learnFromRun(ended, now, false)
+	if kind == events.KindSucceeded && !ended.RunningAt.IsZero() {
+		// A whole run from its start to the end of the work: the cleanest
+		// measure of the GPU's real speed on this class of work.
+		done := rec.Clone()
+		done.Status.Current = ended
+		done.Status.State = job.Running
+		s.learnFromProgress(done, now)
+	}
 	if kind == events.KindFailed {
 		s.alert(ctx, events.SeverityCritical, "job-failed", rec.ID,
 			fmt.Sprintf("job %s (%s) failed after %d attempt(s): %s", rec.Spec.Name, rec.ID, rec.Status.Attempt, rec.Status.Message),

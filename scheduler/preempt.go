@@ -100,6 +100,9 @@ func (s *Scheduler) notice(ctx context.Context, n *events.Interruption, rebalanc
 	}
 	_ = moveOn
 	s.metrics.notices.Add(1)
+	if n.Kind == providers.EventSpotInterruption {
+		s.learnFromRun(rec.Status.Previous, now, true)
+	}
 	until := now.Add(s.o.UnavailableFor)
 	s.book.markUnavailable(off.OfferID, until)
 	s.book.markUnavailable(zoneKey(off.Provider, off.Zone), now.Add(ZoneCooldown))

@@ -56,6 +56,7 @@ func (s *Scheduler) reconcile(ctx context.Context) {
 		}
 	}
 	s.collectOrphans(ctx, byKey, owned)
+	s.exp.save(ctx, s.bus.Meta(), s.log)
 	s.book.bump()
 	s.kick()
 	s.metrics.reconciles.Add(1)

@@ -101,6 +101,9 @@ type Scheduler struct {
 	recMu   sync.Mutex
 	metrics *Metrics
 	zones   zoneWatch // only the cycle touches it
+	exp     *experience
+	// tp is the throughput table corrected by what running jobs measured.
+	tp bidding.ThroughputTable
 	// reconStep is how much scheduler-clock time passes between two
 	// reconciliations (nanoseconds): how soon a waiting job is looked at
 	// again, whatever the clock's speed.
@@ -129,11 +132,14 @@ type entry struct {
 // New returns a scheduler over a bus.
 func New(bus *events.Bus, o Options) *Scheduler {
 	o.defaults()
-	return &Scheduler{
+	s := &Scheduler{
 		bus: bus, jobs: bus.Jobs(), o: o, log: o.Log, book: newBook(),
 		index: map[string]*entry{}, kickC: make(chan struct{}, 1), sem: make(chan struct{}, o.Workers),
 		metrics: o.Metrics,
 	}
+	s.exp = newExperience()
+	s.tp = learned{base: o.Throughput, exp: s.exp}
+	return s
 }
 
 // Run schedules until ctx ends: it loads the job index, subscribes to the
@@ -145,6 +151,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.mu.Lock()
 	s.index, s.q, s.book = map[string]*entry{}, queue{}, newBook()
 	s.book.rateOf = s.rateOf
+	if err := s.exp.load(ctx, s.bus.Meta()); err != nil {
+		s.log.Warn("reading what earlier terms learnt", zap.Error(err))
+	}
 	s.mu.Unlock()
 	ready := make(chan struct{})
 	var once sync.Once
@@ -339,12 +348,17 @@ func (s *Scheduler) done(id string) {
 	s.kick()
 }
 
-// rateOf asks the offer's provider how often its capacity is taken back.
+// rateOf is how often an offer's capacity is taken back per
+// instance-hour: what its provider says (or the prior for its provider
+// and purchase option), blended with what the scheduler has seen there.
 func (s *Scheduler) rateOf(o providers.Offer) (float64, bool) {
+	prior := bidding.PriorRate(o.Provider, o.Purchase)
 	if rr, ok := s.o.Clouds[o.Provider].(providers.RiskReporter); ok {
-		return rr.InterruptionRate(o.ID())
+		if r, ok := rr.InterruptionRate(o.ID()); ok {
+			prior = r
+		}
 	}
-	return 0, false
+	return s.exp.rate(o.ID(), prior), true
 }
 
 // onOffers replaces one region of the offer book.

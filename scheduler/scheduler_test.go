@@ -377,3 +377,31 @@ func TestCancelledRunningJobIsReleased(t *testing.T) {
 		return nil
 	})
 }
+
+// What running jobs measure corrects the throughput table: a job that
+// finishes in half the time the table predicts shortens the next estimate
+// on that GPU.
+func TestMeasuredSpeedCorrectsEstimates(t *testing.T) {
+	r := newRig(t, rigOpt{})
+	// Sized on V100, run on T4: the table converts between the two.
+	const spec = "name: t\ncommand: [x]\nresources: {gpus_per_node: 1, accelerators: [T4]}\nwork: 1h on V100\npurchase: on-demand\n"
+	first := r.submit(t, spec)
+	r.waitState(t, first.ID, job.Placing)
+	r.boot(t, first.ID)
+	running := r.waitState(t, first.ID, job.Running)
+	before := running.Status.Current.EstimatedRuntime.D()
+	r.clk.Advance(before / 2)
+	if err := r.bus.Publish(r.ctx, events.AgentSubject(first.ID), &events.AgentReport{JobID: first.ID, Attempt: 1,
+		InstanceID: running.Status.Current.Instances[0], Kind: events.AgentExited, Progress: 1}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitState(t, first.ID, job.Succeeded)
+	second := r.submit(t, spec)
+	placed := r.waitState(t, second.ID, job.Placing)
+	after := placed.Status.Current.EstimatedRuntime.D()
+	// One measurement moves the average a fifth of the way: 2 x faster
+	// gives a factor of 1.2.
+	if want := time.Duration(float64(before) / 1.2); after > want+time.Minute || after < want-time.Minute {
+		t.Fatalf("estimate %s after a run at twice the speed, want about %s (was %s)", after, want, before)
+	}
+}
