@@ -26,12 +26,23 @@ import (
 // NoticeSource is where an agent hears about its own instance's fate from
 // the instance itself (AWS IMDS spot/instance-action and rebalance, Azure
 // Scheduled Events, GCP's preempted flag): a second path to the same
-// checkpoint, independent of the scheduler. Each cloud's poller lands with
+// checkpoint, independent of the scheduler. Each cloud's poller lives with
 // that cloud's provider.
 type NoticeSource interface {
-	// Watch sends a notice's deadline (zero for a rebalance
-	// recommendation) to fn until ctx ends.
-	Watch(ctx context.Context, fn func(kind string, deadline time.Time)) error
+	// Watch calls fn for every new notice until ctx ends.
+	Watch(ctx context.Context, fn func(Notice)) error
+}
+
+// Notice is one announcement from the instance's metadata.
+type Notice struct {
+	// Kind is spot-interruption, rebalance or maintenance.
+	Kind string
+	// Deadline is when the instance goes (zero for a rebalance
+	// recommendation).
+	Deadline time.Time
+	// Ack, when set, is called once the checkpoint is stored, to let the
+	// platform go ahead early (Azure Scheduled Events' StartRequests).
+	Ack func(ctx context.Context) error
 }
 
 // Config is what one agent run needs.
@@ -149,13 +160,13 @@ func (a *run) run(ctx context.Context) error {
 
 	exited := make(chan error, 1)
 	go func() { exited <- a.cmd.Wait() }()
-	notices := make(chan time.Time, 4)
+	notices := make(chan Notice, 4)
 	if c.Notices != nil {
 		go func() {
-			_ = c.Notices.Watch(ctx, func(kind string, deadline time.Time) {
-				a.log.Warn("the instance's metadata announces a notice", zap.String("event", kind), zap.Time("deadline", deadline))
+			_ = c.Notices.Watch(ctx, func(n Notice) {
+				a.log.Warn("the instance's metadata announces a notice", zap.String("event", n.Kind), zap.Time("deadline", n.Deadline))
 				select {
-				case notices <- deadline:
+				case notices <- n:
 				default:
 				}
 			})
@@ -194,8 +205,13 @@ func (a *run) run(ctx context.Context) error {
 				continue
 			}
 			a.checkpoint(ctx, req.Deadline, req.Reason)
-		case dl := <-notices:
-			a.checkpoint(ctx, dl, "instance metadata notice")
+		case n := <-notices:
+			stored := a.checkpoint(ctx, n.Deadline, "instance metadata: "+n.Kind)
+			if stored && n.Ack != nil {
+				if err := n.Ack(ctx); err != nil {
+					a.log.Warn("acknowledging the notice", zap.Error(err))
+				}
+			}
 		case <-periodicC:
 			a.checkpoint(ctx, time.Time{}, "periodic")
 			periodic.Reset(c.Workload.Checkpoint.Interval)
@@ -282,15 +298,16 @@ func (a *run) output(w io.Writer, stream string) io.Writer {
 }
 
 // checkpoint asks the workload for a checkpoint and stores it, within the
-// deadline when there is one (else three checkpoint durations).
-func (a *run) checkpoint(ctx context.Context, deadline time.Time, why string) {
+// deadline when there is one (else three checkpoint durations); it
+// reports whether one was stored.
+func (a *run) checkpoint(ctx context.Context, deadline time.Time, why string) bool {
 	plan := a.c.Workload.Checkpoint
 	if plan.Disabled || a.c.Checkpoints == nil {
-		return
+		return false
 	}
 	if err := a.ask(plan); err != nil {
 		a.failed(ctx, "asking the workload: "+err.Error())
-		return
+		return false
 	}
 	wait := 3 * max(plan.Duration, time.Minute)
 	if !deadline.IsZero() {
@@ -300,15 +317,16 @@ func (a *run) checkpoint(ctx context.Context, deadline time.Time, why string) {
 	give := time.Now().Add(wall)
 	for time.Now().Before(give) {
 		if a.collect(ctx, why) {
-			return
+			return true
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	a.failed(ctx, fmt.Sprintf("the workload did not finish a checkpoint within %s", wait.Round(time.Second)))
+	return false
 }
 
 // ask tells the workload to checkpoint: its signal (default SIGUSR1), or
