@@ -14,6 +14,7 @@ import (
 
 func newServerCmd() *cobra.Command {
 	var configFile string
+	var dryRun bool
 	cfg := server.Defaults()
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -45,6 +46,9 @@ then SPOTWISE_* environment variables, then flags.`,
 				return err
 			}
 			defer func() { _ = log.Sync() }()
+			if dryRun {
+				return server.DryRun(cmd.Context(), merged, cmd.OutOrStdout(), log)
+			}
 			s, err := server.Start(cmd.Context(), merged, log)
 			if err != nil {
 				return err
@@ -58,6 +62,7 @@ then SPOTWISE_* environment variables, then flags.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&configFile, "config", "", "YAML config file")
+	f.BoolVar(&dryRun, "dry-run", false, "price and plan with the configured providers, print the offers and the plan for waiting jobs, launch nothing, exit")
 	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "where the embedded NATS server keeps its store")
 	f.StringVar(&cfg.NodeName, "node-name", "", "this server's name among several on one NATS cluster (env SPOTWISE_NODE_NAME)")
 	f.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP API address")

@@ -20,13 +20,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
-	"github.com/spotwise/spotwise/agent"
 	"github.com/spotwise/spotwise/alerts"
 	"github.com/spotwise/spotwise/api"
 	"github.com/spotwise/spotwise/checkpoint"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/internal/clock"
-	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/providers/catalog"
 	"github.com/spotwise/spotwise/providers/sim"
 	"github.com/spotwise/spotwise/scheduler"
@@ -70,28 +68,11 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*Server, error) {
 
 func (s *Server) start(ctx, rctx context.Context) error {
 	cfg := s.cfg
-	if cfg.NATS.URL == "" {
-		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-			return fmt.Errorf("data directory: %w", err)
-		}
-	}
-	natsCfg := events.Config{
-		URL: cfg.NATS.URL, CredsFile: cfg.NATS.CredsFile, NKeyFile: cfg.NATS.NKeyFile,
-		User: cfg.NATS.User, Password: cfg.NATS.Password, Token: cfg.NATS.Token,
-		TLSCAFile: cfg.NATS.TLSCAFile, TLSCertFile: cfg.NATS.TLSCertFile, TLSKeyFile: cfg.NATS.TLSKeyFile,
-		Replicas: cfg.NATS.Replicas, ConnName: "spotwise-server",
-		Embedded: events.EmbeddedOptions{DataDir: cfg.DataDir, Listen: cfg.NATS.Listen, ServerName: "spotwise"},
-	}
-	s.log.Info("connecting to NATS", zap.String("nats", natsCfg.Redacted()))
-	bus, err := events.Open(ctx, natsCfg, "spotwise-server", clock.Real{}, s.log)
-	if err != nil {
+	if err := s.openBus(ctx); err != nil {
 		return err
 	}
-	s.bus = bus
-	if s.clock, err = simClock(ctx, bus, cfg.Sim.Speed, s.log); err != nil {
-		return err
-	}
-	bus.SetClock(s.clock)
+	bus := s.bus
+	var err error
 	cat := catalog.Default()
 	if err := checkSimScope(cat, cfg.Sim); err != nil {
 		return err
@@ -185,63 +166,42 @@ type term struct {
 func (s *Server) lead(ctx context.Context) error {
 	cat := catalog.Default()
 	cfg := s.cfg
-	var traces map[string]sim.Trace
-	if len(cfg.Sim.Traces) > 0 {
-		var err error
-		if traces, err = sim.LoadTraces(cfg.Sim.Traces...); err != nil {
-			return fmt.Errorf("sim.traces: %w", err)
-		}
-	}
-	model := cfg.Sim.Interruptions.model()
-	simWork := &agent.SimWorkload{Clock: s.clock, Reporter: s.bus, Throughput: cat, Log: s.log.Named("agent"),
-		Checkpoints: s.checkpoints, Control: s.bus,
-		GPUOf: func(provider, itype string) (string, bool) {
-			it, ok := cat.InstanceType(provider, itype)
-			return it.GPU, ok
-		}}
-	exe, _ := os.Executable()
-	runner := &agent.Dispatch{Commands: cfg.Sim.RunCommands, Sim: simWork, Real: &agent.Local{
-		Sim: simWork, Reporter: s.bus, Control: s.bus, Checkpoints: s.checkpoints, Clock: s.clock, ClockSpeed: cfg.Sim.Speed,
-		Root: s.workRoot(), Executable: exe, Log: s.log.Named("agent"),
-		Subprocess: cfg.Sim.Agent == "subprocess", NATSURL: s.natsURLForAgents(), StoreURI: s.checkpoints.URI(),
-	}}
-	cloud, err := sim.New(ctx, sim.Options{
-		Catalog: cat, Clock: s.clock, Seed: cfg.Sim.Seed, Providers: cfg.Sim.Providers, Regions: cfg.Sim.Regions,
-		Store: s.bus.SimStore(), PriceInterval: cfg.Sim.PriceInterval.D(), Log: s.log.Named("sim"),
-		Interruptions: &model, Traces: traces, Runner: runner,
-	})
-	if err != nil {
-		return fmt.Errorf("simulated cloud: %w", err)
-	}
-	defer cloud.Close()
-	clouds := map[string]providers.Provider{}
-	for _, p := range cat.Providers() {
-		clouds[p] = cloud
-	}
-	tctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := s.bus.RunFeed(tctx, cloud, "sim"); err != nil && tctx.Err() == nil {
-			s.log.Error("price and instance feed stopped", zap.Error(err))
-		}
-	}()
-	if err := s.startRefresh(tctx, cfg.Feeds.Refresh, cloud, "sim"); err != nil {
-		return fmt.Errorf("feeds.refresh: %w", err)
-	}
-	sched := scheduler.New(s.bus, scheduler.Options{
-		Clock: s.clock, Log: s.log.Named("scheduler"), Clouds: clouds, Throughput: cat, Geography: cat.GeographyOf,
-		ReconcileInterval: cfg.Scheduler.ReconcileInterval.D(), UnavailableFor: cfg.Scheduler.UnavailableFor.D(),
-		Workers: cfg.Scheduler.Workers, Metrics: s.metrics,
-	})
-	stopControl, err := s.bus.Serve(SubjectSimControl, s.simControl(cloud))
+	clouds, err := s.buildClouds(ctx, cat, false)
 	if err != nil {
 		return err
 	}
-	defer stopControl()
+	defer clouds.close()
+	cloud := clouds.sim
+	tctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	for _, p := range clouds.distinct {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.bus.RunFeed(tctx, p, clouds.feedSource(p)); err != nil && tctx.Err() == nil {
+				s.log.Error("price and instance feed stopped", zap.String("provider", p.Name()), zap.Error(err))
+			}
+		}()
+		if err := s.startRefresh(tctx, cfg.Feeds.Refresh, p, clouds.feedSource(p)); err != nil {
+			return fmt.Errorf("feeds.refresh: %w", err)
+		}
+	}
+	sched := scheduler.New(s.bus, scheduler.Options{
+		Clock: s.clock, Log: s.log.Named("scheduler"), Throughput: cat, Geography: cat.GeographyOf,
+		ReconcileInterval: cfg.Scheduler.ReconcileInterval.D(), UnavailableFor: cfg.Scheduler.UnavailableFor.D(),
+		Workers: cfg.Scheduler.Workers, Metrics: s.metrics, Clouds: clouds.byName,
+	})
+	if cloud != nil {
+		stopControl, err := s.bus.Serve(SubjectSimControl, s.simControl(cloud))
+		if err != nil {
+			return err
+		}
+		defer stopControl()
+	}
 	s.term.Store(&term{cloud: cloud, scheduler: sched})
 	defer s.term.Store(nil)
 	return sched.Run(tctx)
@@ -260,6 +220,35 @@ func checkSimScope(cat *catalog.Catalog, c SimConfig) error {
 			return fmt.Errorf("sim.regions: unknown region %q", r)
 		}
 	}
+	return nil
+}
+
+// openBus connects to NATS (starting the embedded server if configured)
+// and sets the server's clock.
+func (s *Server) openBus(ctx context.Context) error {
+	cfg := s.cfg
+	if cfg.NATS.URL == "" {
+		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+			return fmt.Errorf("data directory: %w", err)
+		}
+	}
+	natsCfg := events.Config{
+		URL: cfg.NATS.URL, CredsFile: cfg.NATS.CredsFile, NKeyFile: cfg.NATS.NKeyFile,
+		User: cfg.NATS.User, Password: cfg.NATS.Password, Token: cfg.NATS.Token,
+		TLSCAFile: cfg.NATS.TLSCAFile, TLSCertFile: cfg.NATS.TLSCertFile, TLSKeyFile: cfg.NATS.TLSKeyFile,
+		Replicas: cfg.NATS.Replicas, ConnName: "spotwise-server",
+		Embedded: events.EmbeddedOptions{DataDir: cfg.DataDir, Listen: cfg.NATS.Listen, ServerName: "spotwise"},
+	}
+	s.log.Info("connecting to NATS", zap.String("nats", natsCfg.Redacted()))
+	bus, err := events.Open(ctx, natsCfg, "spotwise-server", clock.Real{}, s.log)
+	if err != nil {
+		return err
+	}
+	s.bus = bus
+	if s.clock, err = simClock(ctx, bus, cfg.Sim.Speed, s.log); err != nil {
+		return err
+	}
+	bus.SetClock(s.clock)
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/spotwise/spotwise/api"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/events/eventstest"
+	"github.com/spotwise/spotwise/internal/clock"
 	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/providers"
@@ -393,5 +394,41 @@ func TestStandbyTakesOverRunningJobs(t *testing.T) {
 	done := waitState(t, cb, v.ID, job.Succeeded, 60*time.Second)
 	if done.Attempt != 1 {
 		t.Fatalf("the job ran %d times: the takeover lost its capacity (attempts %+v)", done.Attempt, done.Attempts)
+	}
+}
+
+// A dry run prices and plans: it prints the offers per provider region
+// with where the prices came from, and where each waiting job would go,
+// and buys nothing.
+func TestDryRunPricesAndPlansWithoutLaunching(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.Sim.Regions = []string{"us-east-1", "eu-west-1"}
+	// Two jobs wait in the store; no scheduler has run.
+	bus := eventstest.OpenBus(t, dir, "", nil)
+	svc := api.NewService(bus, nil, clock.Real{}, nil)
+	ctx := context.Background()
+	for _, f := range []string{"eu-only.yaml", "too-cheap.yaml"} {
+		if _, err := svc.Submit(ctx, example(t, f), "", "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bus.Close()
+
+	var out strings.Builder
+	if err := DryRun(ctx, cfg, &out, eventstest.Logger(t)); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, want := range []string{"nothing will be launched", "aws", "eu-west-1", "us-east-1", "sim", "Plan for 2 waiting job(s)", "WOULD RUN ON", "spot", "not placed: 12 offers cost more than the max price"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("dry run output lacks %q:\n%s", want, text)
+		}
+	}
+	// Nothing was bought.
+	after := eventstest.OpenBus(t, dir, "", nil)
+	keys, _ := after.SimStore().Keys(ctx)
+	if len(keys) != 0 {
+		t.Errorf("the dry run launched %d instances", len(keys))
 	}
 }
