@@ -295,7 +295,7 @@ func TestGarbledEventsAreDroppedAndSchedulingGoesOn(t *testing.T) {
 	// the one its consumer reads (the price book reads only the newest
 	// message of each subject).
 	garbage := map[string]string{
-		"spotwise.prices.aws.us-east-1":               `{"v":1,"id":"x","type":"offers.updated","time":"2026-01-01T00:00:00Z","source":"evil","data":{"provider":"aws","region":"us-east-1","offers":[{"provider":"aws","region":"us-east-1","zone":"z","instance_type":"p","gpu":"","gpus":0,"purchase":"spot"}]}}`,
+		"spotwise.prices.aws.nowhere-1":               `{"v":1,"id":"x","type":"offers.updated","time":"2026-01-01T00:00:00Z","source":"evil","data":{"provider":"aws","region":"nowhere-1","offers":[{"provider":"aws","region":"nowhere-1","zone":"z","instance_type":"p","gpu":"","gpus":0,"purchase":"spot"}]}}`,
 		"spotwise.instances.aws.us-east-1":            `not json at all`,
 		"spotwise.agent.j-0123456789abcdefghjkmnpqrs": `{"v":9}`,
 	}
