@@ -1,0 +1,140 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spotwise/spotwise/agent"
+	"github.com/spotwise/spotwise/internal/clock"
+	"github.com/spotwise/spotwise/internal/testutil"
+	"github.com/spotwise/spotwise/providers"
+)
+
+// imdsRun runs an IMDSNotices against the fake until the test ends.
+type imdsRun struct {
+	f   *fakeIMDS
+	clk *clock.Fake
+
+	mu      sync.Mutex
+	notices []agent.Notice
+}
+
+func startIMDS(t *testing.T) *imdsRun {
+	t.Helper()
+	r := &imdsRun{f: newFakeIMDS(t), clk: clock.NewFake(t0)}
+	n := NewIMDSNotices(WithIMDSEndpoint(r.f.srv.URL), WithIMDSClock(r.clk), WithIMDSInterval(5*time.Second),
+		func(o *imdsOptions) { o.backoff = time.Millisecond })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- n.Watch(ctx, func(nt agent.Notice) {
+			r.mu.Lock()
+			r.notices = append(r.notices, nt)
+			r.mu.Unlock()
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Watch: %v", err)
+		}
+	})
+	r.waitPoll(t)
+	return r
+}
+
+// waitPoll waits until the poller sleeps after a poll.
+func (r *imdsRun) waitPoll(t *testing.T) {
+	t.Helper()
+	testutil.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
+		if r.clk.Timers() != 1 {
+			return fmt.Errorf("poller not asleep")
+		}
+		return nil
+	})
+}
+
+// poll lets one interval pass and waits for the poll to finish.
+func (r *imdsRun) poll(t *testing.T) {
+	t.Helper()
+	_, before, _ := r.f.counts()
+	r.clk.Advance(5 * time.Second)
+	testutil.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
+		if _, gets, _ := r.f.counts(); gets < before+3 || r.clk.Timers() != 1 {
+			return fmt.Errorf("poll not done")
+		}
+		return nil
+	})
+}
+
+func (r *imdsRun) got() []agent.Notice {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]agent.Notice(nil), r.notices...)
+}
+
+func TestIMDSNotices(t *testing.T) {
+	tests := []struct {
+		name     string
+		path     string
+		body     string
+		want     []agent.Notice
+		polls    int
+		rotating bool
+	}{
+		{name: "nothing announced", polls: 2},
+		{name: "spot instance-action", path: pathInstanceAction, body: `{"action": "terminate", "time": "2025-06-01T12:02:00Z"}`, polls: 3,
+			want: []agent.Notice{{Kind: string(providers.EventSpotInterruption), Deadline: time.Date(2025, 6, 1, 12, 2, 0, 0, time.UTC)}}},
+		{name: "rebalance recommendation", path: pathRebalance, body: `{"noticeTime": "2025-06-01T12:00:30Z"}`, polls: 3,
+			want: []agent.Notice{{Kind: string(providers.EventRebalance)}}},
+		{name: "scheduled maintenance", path: pathMaintenance, polls: 2,
+			body: `[{"NotBefore":"7 Jun 2025 15:10:09 GMT","Code":"system-reboot","Description":"scheduled reboot","EventId":"instance-event-0d59937288b749b32","NotAfter":"7 Jun 2025 17:00:00 GMT","State":"active"},
+{"NotBefore":"1 Jun 2025 01:00:00 GMT","Code":"system-reboot","Description":"done","EventId":"instance-event-0123","State":"completed"}]`,
+			want: []agent.Notice{{Kind: string(providers.EventMaintenance), Deadline: time.Date(2025, 6, 7, 15, 10, 9, 0, time.UTC)}}},
+		{name: "the token is refreshed when refused", path: pathInstanceAction, body: `{"action": "stop", "time": "2025-06-01T12:02:00Z"}`,
+			polls: 2, rotating: true,
+			want: []agent.Notice{{Kind: string(providers.EventSpotInterruption), Deadline: time.Date(2025, 6, 1, 12, 2, 0, 0, time.UTC)}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := startIMDS(t)
+			if len(r.got()) != 0 {
+				t.Fatalf("notices before anything was announced: %+v", r.got())
+			}
+			if tt.path != "" {
+				r.f.set(tt.path, tt.body)
+			}
+			for range tt.polls {
+				if tt.rotating {
+					r.f.rotate()
+				}
+				r.poll(t)
+			}
+			got := r.got()
+			if len(got) != len(tt.want) {
+				t.Fatalf("notices %+v, want %+v", got, tt.want)
+			}
+			for i := range got {
+				if got[i].Kind != tt.want[i].Kind || !got[i].Deadline.Equal(tt.want[i].Deadline) {
+					t.Errorf("notice %d: %+v, want %+v", i, got[i], tt.want[i])
+				}
+			}
+			puts, _, refused := r.f.counts()
+			switch {
+			case tt.rotating && (puts != 1+tt.polls || refused != tt.polls):
+				t.Errorf("%d token requests and %d refusals, want %d and %d", puts, refused, 1+tt.polls, tt.polls)
+			case !tt.rotating && puts != 1:
+				t.Errorf("%d token requests for one valid token", puts)
+			}
+			r.f.mu.Lock()
+			ttl := r.f.ttls[0]
+			r.f.mu.Unlock()
+			if ttl == "" || ttl == "0" {
+				t.Errorf("token requested with TTL %q", ttl)
+			}
+		})
+	}
+}

@@ -1,0 +1,426 @@
+package aws
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spotwise/spotwise/providers"
+)
+
+func decodeUserData(t *testing.T, b64 string) string {
+	t.Helper()
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		t.Fatalf("user data is not base64: %v", err)
+	}
+	return string(raw)
+}
+
+func TestLaunchSpotThroughAnInstantFleet(t *testing.T) {
+	h := newHarness(t)
+	o := h.offer("us-east-1a", "p3.2xlarge", providers.Spot)
+	req := launchReq(o, "j-7f3a-a2", 2)
+	req.MaxPrice = usd("1.50")
+	insts, err := h.p.Launch(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(insts) != 2 {
+		t.Fatalf("%d instances", len(insts))
+	}
+	for i, in := range insts {
+		if in.Node != i || in.State != providers.InstancePending || in.Purchase != providers.Spot || in.Price != usd("0.9181") ||
+			in.JobID != "j-7f3a" || in.Attempt != 2 || in.IdempotencyKey != "j-7f3a-a2" || in.Zone != "us-east-1a" ||
+			in.InstanceType != "p3.2xlarge" || !in.LaunchedAt.Equal(t0) || !strings.HasPrefix(in.ID, "i-") {
+			t.Errorf("instance %d: %+v", i, in)
+		}
+	}
+	f := h.ec2.lastForm("CreateFleet")
+	token := clientToken("j-7f3a-a2")
+	for k, want := range map[string]string{
+		"Type":        "instant",
+		"ClientToken": token,
+		"TargetCapacitySpecification.DefaultTargetCapacityType":       "spot",
+		"TargetCapacitySpecification.TotalTargetCapacity":             "2",
+		"SpotOptions.MinTargetCapacity":                               "2",
+		"LaunchTemplateConfigs.1.Overrides.1.InstanceType":            "p3.2xlarge",
+		"LaunchTemplateConfigs.1.Overrides.1.SubnetId":                "subnet-0a1a2b3c4d5e6f701",
+		"LaunchTemplateConfigs.1.Overrides.1.MaxPrice":                "1.500000",
+		"LaunchTemplateConfigs.1.LaunchTemplateSpecification.Version": "$Latest",
+	} {
+		if got := f.Get(k); got != want {
+			t.Errorf("CreateFleet %s = %q, want %q", k, got, want)
+		}
+	}
+	if len(token) > 64 {
+		t.Errorf("client token %q is longer than 64", token)
+	}
+	tags := tagsOf(f, "TagSpecification")
+	for k, want := range map[string]string{TagJob: "j-7f3a", TagAttempt: "2", TagLaunchKey: "j-7f3a-a2", TagName: "bert-large-finetune",
+		TagTeam: "nlp", TagPrice: "0.918100", TagPurchase: "spot", "Name": "spotwise bert-large-finetune a2"} {
+		if tags[k] != want {
+			t.Errorf("tag %s = %q, want %q", k, tags[k], want)
+		}
+	}
+	script := decodeUserData(t, f.Get("LaunchTemplateConfigs.1.LaunchTemplateSpecification.LaunchTemplateSpecificationUserData"))
+	for _, want := range []string{"#!/bin/bash", "--job 'j-7f3a'", "--attempt 2", "--notices aws", `--instance "$instance"`,
+		"--nats-url 'nats://nats.internal:4222'", "--nats-creds '/etc/spotwise/agent.creds'", "--checkpoints 's3://ckpt/spotwise'"} {
+		if !strings.Contains(script, want) {
+			t.Errorf("user data lacks %q:\n%s", want, script)
+		}
+	}
+	// The region's launch template: IMDSv2 only, made once.
+	lt := h.ec2.lastForm("CreateLaunchTemplate")
+	if lt.Get("LaunchTemplateData.MetadataOptions.HttpTokens") != "required" || lt.Get("LaunchTemplateData.ImageId") != "ami-0abcdef1234567890" ||
+		lt.Get("LaunchTemplateData.IamInstanceProfile.Name") != "spotwise-node" || lt.Get("LaunchTemplateData.SecurityGroupId.1") != "sg-0123456789abcdef0" {
+		t.Errorf("launch template: %v", lt)
+	}
+	if f.Get("LaunchTemplateConfigs.1.LaunchTemplateSpecification.LaunchTemplateName") != lt.Get("LaunchTemplateName") {
+		t.Error("the fleet does not use the region's launch template")
+	}
+	if _, err := h.p.Launch(context.Background(), launchReq(o, "j-8b2c-a1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.ec2.callCount("CreateLaunchTemplate"); n != 1 {
+		t.Errorf("%d CreateLaunchTemplate calls, want 1 (reused)", n)
+	}
+}
+
+func TestLaunchRequests(t *testing.T) {
+	tests := []struct {
+		name     string
+		method   string
+		purchase providers.PurchaseOption
+		maxPrice string
+		action   string
+		want     map[string]string
+		absent   []string
+	}{
+		{name: "on-demand fleet", method: LaunchFleet, purchase: providers.OnDemand, action: "CreateFleet",
+			want: map[string]string{"TargetCapacitySpecification.DefaultTargetCapacityType": "on-demand",
+				"TargetCapacitySpecification.OnDemandTargetCapacity": "2", "OnDemandOptions.MinTargetCapacity": "2",
+				"OnDemandOptions.SingleAvailabilityZone": "true"},
+			absent: []string{"LaunchTemplateConfigs.1.Overrides.1.MaxPrice", "SpotOptions.MinTargetCapacity"}},
+		{name: "spot fleet without a max price is capped at on-demand", method: LaunchFleet, purchase: providers.Spot, action: "CreateFleet",
+			want: map[string]string{"LaunchTemplateConfigs.1.Overrides.1.MaxPrice": "3.060000", "SpotOptions.InstanceInterruptionBehavior": "terminate"}},
+		{name: "on-demand run-instances", method: LaunchRunInstances, purchase: providers.OnDemand, action: "RunInstances",
+			want: map[string]string{"MinCount": "2", "MaxCount": "2", "ImageId": "ami-0abcdef1234567890", "InstanceType": "p3.2xlarge",
+				"SubnetId": "subnet-0a1a2b3c4d5e6f701", "SecurityGroupId.1": "sg-0123456789abcdef0", "IamInstanceProfile.Name": "spotwise-node",
+				"KeyName": "ops", "MetadataOptions.HttpTokens": "required", "InstanceInitiatedShutdownBehavior": "terminate",
+				"TagSpecification.1.ResourceType": "instance", "TagSpecification.2.ResourceType": "volume"},
+			absent: []string{"InstanceMarketOptions.MarketType"}},
+		{name: "spot run-instances with a max price", method: LaunchRunInstances, purchase: providers.Spot, maxPrice: "2.25", action: "RunInstances",
+			want: map[string]string{"InstanceMarketOptions.MarketType": "spot", "InstanceMarketOptions.SpotOptions.MaxPrice": "2.250000",
+				"InstanceMarketOptions.SpotOptions.SpotInstanceType": "one-time"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.LaunchMethod = tt.method })
+			o := h.offer("us-east-1a", "p3.2xlarge", tt.purchase)
+			req := launchReq(o, "j-7f3a-a2", 2)
+			if tt.maxPrice != "" {
+				req.MaxPrice = usd(tt.maxPrice)
+			}
+			insts, err := h.p.Launch(context.Background(), req)
+			if err != nil || len(insts) != 2 {
+				t.Fatalf("launch: %v, %d instances", err, len(insts))
+			}
+			f := h.ec2.lastForm(tt.action)
+			if f.Get("ClientToken") != clientToken("j-7f3a-a2") {
+				t.Errorf("client token %q", f.Get("ClientToken"))
+			}
+			for k, want := range tt.want {
+				if got := f.Get(k); got != want {
+					t.Errorf("%s %s = %q, want %q", tt.action, k, got, want)
+				}
+			}
+			for _, k := range tt.absent {
+				if f.Has(k) {
+					t.Errorf("%s has %s = %q", tt.action, k, f.Get(k))
+				}
+			}
+			ud := f.Get("UserData")
+			if tt.action == "CreateFleet" {
+				ud = f.Get("LaunchTemplateConfigs.1.LaunchTemplateSpecification.LaunchTemplateSpecificationUserData")
+			}
+			if !strings.Contains(decodeUserData(t, ud), "--job 'j-7f3a'") {
+				t.Error("user data does not name the job")
+			}
+			if tags := tagsOf(f, "TagSpecification"); tags[TagLaunchKey] != "j-7f3a-a2" || tags[TagJob] != "j-7f3a" {
+				t.Errorf("tags %v", tags)
+			}
+		})
+	}
+}
+
+func TestLaunchIsIdempotent(t *testing.T) {
+	tests := []struct {
+		name       string
+		tagsLag    bool // DescribeInstances does not see the new instances yet
+		wantFleets int
+	}{
+		{name: "a retry finds the instances by their launch-key tag", wantFleets: 1},
+		{name: "a retry before the tags show sends the same client token", tagsLag: true, wantFleets: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.ec2.hideTags = tt.tagsLag
+			req := launchReq(h.offer("us-east-1b", "p3.2xlarge", providers.Spot), "j-7f3a-a2", 2)
+			first, err := h.p.Launch(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := h.p.Launch(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := func(is []providers.Instance) []string {
+				var out []string
+				for _, in := range is {
+					out = append(out, in.ID)
+				}
+				return out
+			}
+			if !slices.Equal(ids(first), ids(again)) {
+				t.Errorf("retry returned %v, first launch %v", ids(again), ids(first))
+			}
+			if again[1].Node != 1 || again[0].JobID != "j-7f3a" {
+				t.Errorf("retry's instances: %+v", again)
+			}
+			if n := h.ec2.callCount("CreateFleet"); n != tt.wantFleets {
+				t.Errorf("%d CreateFleet calls, want %d", n, tt.wantFleets)
+			}
+			h.ec2.mu.Lock()
+			purchases := h.ec2.purchases
+			h.ec2.mu.Unlock()
+			if purchases != 1 {
+				t.Errorf("%d purchases, want 1", purchases)
+			}
+		})
+	}
+}
+
+func TestLaunchWithoutCapacity(t *testing.T) {
+	tests := []struct {
+		name    string
+		method  string
+		fault   *fakeFault       // the launch call's answer
+		fleet   []fakeFleetError // or the fleet's error list
+		wantICE bool
+	}{
+		{name: "RunInstances InsufficientInstanceCapacity", method: LaunchRunInstances,
+			fault: &fakeFault{500, "InsufficientInstanceCapacity"}, wantICE: true},
+		{name: "RunInstances MaxSpotInstanceCountExceeded", method: LaunchRunInstances,
+			fault: &fakeFault{400, "MaxSpotInstanceCountExceeded"}, wantICE: true},
+		{name: "CreateFleet VcpuLimitExceeded", method: LaunchFleet, fault: &fakeFault{400, "VcpuLimitExceeded"}, wantICE: true},
+		{name: "fleet error list: InsufficientInstanceCapacity", method: LaunchFleet, wantICE: true,
+			fleet: []fakeFleetError{{"InsufficientInstanceCapacity", "We currently do not have sufficient p3.2xlarge capacity in the Availability Zone you requested (us-east-1a)."}}},
+		{name: "fleet error list: SpotMaxPriceTooLow", method: LaunchFleet, wantICE: true,
+			fleet: []fakeFleetError{{"SpotMaxPriceTooLow", "Your Spot request price of 0.5 is lower than the minimum required Spot request fulfillment price of 0.9181."}}},
+		{name: "fleet error list: Unsupported", method: LaunchFleet, wantICE: true,
+			fleet: []fakeFleetError{{"Unsupported", "The requested configuration is currently not supported."}}},
+		{name: "a bad request is no capacity problem", method: LaunchFleet,
+			fleet: []fakeFleetError{{"InvalidParameterValue", "Invalid value for subnet"}}},
+		{name: "RunInstances InvalidAMIID.NotFound", method: LaunchRunInstances, fault: &fakeFault{400, "InvalidAMIID.NotFound"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.LaunchMethod = tt.method })
+			o := h.offer("us-east-1a", "p3.2xlarge", providers.Spot)
+			action := "CreateFleet"
+			if tt.method == LaunchRunInstances {
+				action = "RunInstances"
+			}
+			if tt.fault != nil {
+				h.ec2.fail(action, *tt.fault)
+			}
+			h.ec2.failFleet(tt.fleet...)
+			_, err := h.p.Launch(context.Background(), launchReq(o, "j-7f3a-a2", 1))
+			if err == nil {
+				t.Fatal("launch succeeded")
+			}
+			if providers.IsInsufficientCapacity(err) != tt.wantICE {
+				t.Fatalf("IsInsufficientCapacity(%v) = %v", err, !tt.wantICE)
+			}
+			if n := h.ec2.callCount(action); n != 1 {
+				t.Errorf("%d %s calls: a capacity error must not be retried", n, action)
+			}
+			var ice *providers.InsufficientCapacityError
+			if tt.wantICE && (!errors.As(err, &ice) || ice.OfferID != o.ID()) {
+				t.Errorf("error %v does not name the offer", err)
+			}
+			after := h.offer("us-east-1a", "p3.2xlarge", providers.Spot)
+			if tt.wantICE != (after.Capacity == providers.CapacityNone && after.Available == 0) {
+				t.Errorf("after the launch: capacity %q, available %d", after.Capacity, after.Available)
+			}
+			if other := h.offer("us-east-1a", "p3.2xlarge", providers.OnDemand); !other.HasCapacity(1) {
+				t.Error("the on-demand offer was marked too")
+			}
+			h.clk.Advance(DefaultUnavailableFor)
+			if back := h.offer("us-east-1a", "p3.2xlarge", providers.Spot); !back.HasCapacity(1) || back.Available != -1 {
+				t.Errorf("after the TTL: capacity %q, available %d", back.Capacity, back.Available)
+			}
+		})
+	}
+}
+
+func TestLaunchRetriesThrottling(t *testing.T) {
+	h := newHarness(t)
+	o := h.offer("us-east-1a", "p3.2xlarge", providers.OnDemand)
+	h.ec2.fail("DescribeInstances", fakeFault{400, "Throttling"})
+	h.ec2.fail("CreateFleet", fakeFault{503, "RequestLimitExceeded"}, fakeFault{503, "RequestLimitExceeded"})
+	start := time.Now()
+	insts, err := h.p.Launch(context.Background(), launchReq(o, "j-7f3a-a2", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(insts) != 1 || h.ec2.callCount("CreateFleet") != 3 || h.ec2.callCount("DescribeInstances") != 2 {
+		t.Errorf("%d instances, %d CreateFleet and %d DescribeInstances calls", len(insts), h.ec2.callCount("CreateFleet"),
+			h.ec2.callCount("DescribeInstances"))
+	}
+	h.ec2.mu.Lock()
+	purchases := h.ec2.purchases
+	h.ec2.mu.Unlock()
+	if purchases != 1 {
+		t.Errorf("%d purchases", purchases)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("retries took %s", took)
+	}
+	// Throttled past the bounded attempts: an error, not a capacity problem.
+	for range 4 {
+		h.ec2.fail("CreateFleet", fakeFault{503, "RequestLimitExceeded"})
+	}
+	_, err = h.p.Launch(context.Background(), launchReq(o, "j-9d1e-a1", 1))
+	if err == nil || providers.IsInsufficientCapacity(err) || errorCode(err) != "RequestLimitExceeded" {
+		t.Errorf("after the retries: %v", err)
+	}
+}
+
+func TestLaunchRefusesUnknownOffers(t *testing.T) {
+	h := newHarness(t)
+	o := h.offer("us-east-1a", "p3.2xlarge", providers.Spot)
+	for name, mod := range map[string]func(*providers.Offer){
+		"another provider":      func(o *providers.Offer) { o.Provider = "gcp" },
+		"a region not set up":   func(o *providers.Offer) { o.Region = "eu-west-1" },
+		"a zone without a type": func(o *providers.Offer) { o.Zone = "us-east-1c" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			bad := o
+			mod(&bad)
+			if _, err := h.p.Launch(context.Background(), launchReq(bad, "k", 1)); !errors.Is(err, providers.ErrUnknownOffer) {
+				t.Errorf("got %v", err)
+			}
+		})
+	}
+	if _, err := h.p.Launch(context.Background(), launchReq(o, "", 1)); err == nil {
+		t.Error("launched without a key")
+	}
+}
+
+func TestReservedOffersAndLaunches(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.Reservations = ReservationsConfig{IDs: []string{"cr-0a1b2c3d4e5f60718"}, Discover: true}
+	})
+	h.ec2.reservations = []fakeReservation{
+		{id: "cr-0123456789abcdef0", instanceType: "p4d.24xlarge", zone: "us-east-1a", kind: "capacity-block", available: 2, total: 2},
+		{id: "cr-0a1b2c3d4e5f60718", instanceType: "p3.2xlarge", zone: "us-east-1b", kind: "default", available: 1, total: 4},
+		{id: "cr-0fffffffffffffff0", instanceType: "c5.large", zone: "us-east-1a", kind: "default", available: 9, total: 9},
+	}
+	block := h.offer("us-east-1a", "p4d.24xlarge", providers.Reserved)
+	if block.Price != 0 || block.Available != 2 || block.OnDemandPrice != usd("21.957642") || block.GPU != "A100-40GB" {
+		t.Errorf("capacity block offer: %+v", block)
+	}
+	odcr := h.offer("us-east-1b", "p3.2xlarge", providers.Reserved)
+	if odcr.Available != 1 {
+		t.Errorf("reservation offer: %+v", odcr)
+	}
+	for _, o := range h.offers() {
+		if o.InstanceType == "c5.large" {
+			t.Errorf("offered %s", o.ID())
+		}
+	}
+	tests := []struct {
+		offer      providers.Offer
+		count      int
+		wantID     string
+		wantMarket string
+		wantICE    bool
+	}{
+		{offer: block, count: 2, wantID: "cr-0123456789abcdef0", wantMarket: "capacity-block"},
+		{offer: odcr, count: 1, wantID: "cr-0a1b2c3d4e5f60718"},
+		{offer: odcr, count: 2, wantICE: true},
+	}
+	for i, tt := range tests {
+		_, err := h.p.Launch(context.Background(), launchReq(tt.offer, "reserved-"+string(rune('a'+i)), tt.count))
+		if tt.wantICE {
+			if !providers.IsInsufficientCapacity(err) {
+				t.Errorf("%d: got %v, want insufficient capacity", i, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%d: %v", i, err)
+		}
+		f := h.ec2.lastForm("RunInstances")
+		if got := f.Get("CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId"); got != tt.wantID {
+			t.Errorf("%d: reservation %q, want %q", i, got, tt.wantID)
+		}
+		if got := f.Get("InstanceMarketOptions.MarketType"); got != tt.wantMarket {
+			t.Errorf("%d: market type %q, want %q", i, got, tt.wantMarket)
+		}
+	}
+	if n := h.ec2.callCount("CreateFleet"); n != 0 {
+		t.Errorf("reserved launches went through CreateFleet %d times", n)
+	}
+}
+
+func TestLaunchTemplateLifecycle(t *testing.T) {
+	h := newHarness(t)
+	o := h.offer("us-east-1a", "p3.2xlarge", providers.Spot)
+	if _, err := h.p.Launch(context.Background(), launchReq(o, "k-1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	// Someone deletes the template: the next launch makes it again.
+	h.ec2.mu.Lock()
+	clear(h.ec2.templates)
+	h.ec2.mu.Unlock()
+	if _, err := h.p.Launch(context.Background(), launchReq(o, "k-2", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.ec2.callCount("CreateLaunchTemplate"); n != 2 {
+		t.Errorf("%d CreateLaunchTemplate calls, want 2", n)
+	}
+	// A restarted provider finds the template there already.
+	p2, err := New(context.Background(), h.cfg, WithAWSConfig(testAWSConfig()), WithClock(h.clk), WithRetry(2, time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p2.Launch(context.Background(), launchReq(o, "k-3", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.ec2.callCount("CreateLaunchTemplate"); n != 3 {
+		t.Errorf("%d CreateLaunchTemplate calls, want 3", n)
+	}
+	// A changed image means a new template.
+	h.cfg.Regions[0].AMI = "ami-0123456789abcdef0"
+	p3, err := New(context.Background(), h.cfg, WithAWSConfig(testAWSConfig()), WithClock(h.clk), WithRetry(2, time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p3.Launch(context.Background(), launchReq(o, "k-4", 1)); err != nil {
+		t.Fatal(err)
+	}
+	h.ec2.mu.Lock()
+	n := len(h.ec2.templates)
+	h.ec2.mu.Unlock()
+	if n != 2 {
+		t.Errorf("%d templates, want 2", n)
+	}
+}
