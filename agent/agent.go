@@ -62,7 +62,13 @@ type Config struct {
 	Control     Answerer
 	Checkpoints checkpoint.Store
 	Notices     NoticeSource
-	Clock       clock.Clock
+	// Provider and Region name the cloud the instance runs in: with them,
+	// every notice the instance's metadata gives is also forwarded to the
+	// scheduler as an interruption event, so that it starts the
+	// replacement even when the cloud tells the daemon nothing (Azure
+	// Scheduled Events) or tells it late.
+	Provider, Region string
+	Clock            clock.Clock
 	Log         *zap.Logger
 	// Executable replaces a command's first word "spotwise" (the demo
 	// workload runs from this binary).
@@ -110,6 +116,10 @@ type run struct {
 	cmd    *exec.Cmd
 	mu     sync.Mutex
 	lastCk int64 // step of the last stored checkpoint
+	// lastReport is the report of the last stored checkpoint; covered is
+	// the deadline it was taken for (zero when none was).
+	lastReport *events.AgentReport
+	covered    time.Time
 }
 
 func (a *run) run(ctx context.Context) error {
@@ -165,6 +175,7 @@ func (a *run) run(ctx context.Context) error {
 		go func() {
 			_ = c.Notices.Watch(ctx, func(n Notice) {
 				a.log.Warn("the instance's metadata announces a notice", zap.String("event", n.Kind), zap.Time("deadline", n.Deadline))
+				a.forward(ctx, n)
 				select {
 				case notices <- n:
 				default:
@@ -204,9 +215,12 @@ func (a *run) run(ctx context.Context) error {
 				_ = a.cmd.Process.Signal(syscall.SIGTERM)
 				continue
 			}
+			if a.alreadyCovered(ctx, req.Deadline) {
+				continue
+			}
 			a.checkpoint(ctx, req.Deadline, req.Reason)
 		case n := <-notices:
-			stored := a.checkpoint(ctx, n.Deadline, "instance metadata: "+n.Kind)
+			stored := a.alreadyCovered(ctx, n.Deadline) || a.checkpoint(ctx, n.Deadline, "instance metadata: "+n.Kind)
 			if stored && n.Ack != nil {
 				if err := n.Ack(ctx); err != nil {
 					a.log.Warn("acknowledging the notice", zap.Error(err))
@@ -317,6 +331,11 @@ func (a *run) checkpoint(ctx context.Context, deadline time.Time, why string) bo
 	give := time.Now().Add(wall)
 	for time.Now().Before(give) {
 		if a.collect(ctx, why) {
+			if !deadline.IsZero() {
+				a.mu.Lock()
+				a.covered = deadline
+				a.mu.Unlock()
+			}
 			return true
 		}
 		select {
@@ -373,7 +392,8 @@ func (a *run) collect(ctx context.Context, why string) bool {
 	}
 	a.lastCk = step
 	a.log.Info("checkpoint stored", zap.Int64("step", step), zap.Int64("bytes", m.Size), zap.String("reason", why))
-	a.report(ctx, &events.AgentReport{Kind: events.AgentCheckpoint, Progress: progress, Checkpoint: refOf(m, a.c.Clock.Now()), Message: why})
+	a.lastReport = &events.AgentReport{Kind: events.AgentCheckpoint, Progress: progress, Checkpoint: refOf(m, a.c.Clock.Now()), Message: why}
+	a.report(ctx, a.lastReport)
 	return true
 }
 

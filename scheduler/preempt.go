@@ -153,12 +153,22 @@ func (s *Scheduler) checkpointed(ctx context.Context, rep *events.AgentReport) e
 		if r.Status.State.Terminal() {
 			return errSkip
 		}
-		if c := r.Status.Checkpoint; c != nil && (c.Attempt > ck.Attempt || (c.Attempt == ck.Attempt && c.Step >= ck.Step)) {
+		c := r.Status.Checkpoint
+		same := c != nil && c.Attempt == ck.Attempt && c.Step == ck.Step
+		if c != nil && !same && (c.Attempt > ck.Attempt || (c.Attempt == ck.Attempt && c.Step > ck.Step)) {
 			return errSkip // older than what we have
+		}
+		p := r.Status.Previous
+		ending := p != nil && p.N == rep.Attempt && r.Status.State == job.Checkpointing
+		if same && !ending {
+			return errSkip // the same one again
 		}
 		r.Status.Checkpoint = &ck
 		r.Status.UpdatedAt = now
-		if p := r.Status.Previous; p != nil && p.N == rep.Attempt && r.Status.State == job.Checkpointing {
+		if ending {
+			// The agent may report the checkpoint it took for the
+			// instance's own notice again when the scheduler asks for
+			// one: it ends the checkpointing all the same.
 			moved = true
 			r.Status.Progress = ck.Progress
 			return r.MoveTo(job.Migrating, now, fmt.Sprintf("checkpoint at %.0f%% stored; moving", ck.Progress*100))

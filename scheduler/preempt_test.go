@@ -231,3 +231,36 @@ func TestDuplicateAndUnknownNotices(t *testing.T) {
 		t.Fatalf("three copies of one notice counted %d preemptions and %d attempts", rec.Status.Preemptions, rec.Status.Attempt)
 	}
 }
+
+// The instance's own metadata can beat the cloud's event: the agent
+// checkpoints on it and reports before the scheduler hears of the notice,
+// then answers the scheduler's request by reporting that checkpoint again.
+// The second report of the same checkpoint ends the checkpointing.
+func TestCheckpointReportedAgainEndsCheckpointing(t *testing.T) {
+	r := newRig(t, rigOpt{})
+	rec := r.runToRunning(t, spotT4+"checkpoint: {duration: 30s}\n")
+	in := r.instancesFor(t, rec.ID)[0]
+	report := &events.AgentReport{Kind: events.AgentCheckpoint, JobID: rec.ID, Attempt: 1, InstanceID: in.ID, Progress: 0.4,
+		Checkpoint: &job.CheckpointRef{Attempt: 1, Step: 40, Progress: 0.4, SHA256: "ab", Size: 1 << 20, Location: "file:///ck/40", At: r.clk.Now()}}
+	if err := r.bus.Publish(r.ctx, events.AgentSubject(rec.ID), report); err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if ck := r.get(t, rec.ID).Status.Checkpoint; ck == nil || ck.Step != 40 {
+			return errors.New("checkpoint not recorded yet")
+		}
+		return nil
+	})
+	notice := &events.Interruption{Kind: providers.EventSpotInterruption, Instance: in, Deadline: r.clk.Now().Add(2 * time.Minute)}
+	if err := r.bus.Publish(r.ctx, events.InterruptionsSubject(in.Provider, in.Region), notice); err != nil {
+		t.Fatal(err)
+	}
+	r.waitState(t, rec.ID, job.Checkpointing)
+	if err := r.bus.Publish(r.ctx, events.AgentSubject(rec.ID), report); err != nil {
+		t.Fatal(err)
+	}
+	rec = r.waitState(t, rec.ID, job.Migrating)
+	if rec.Status.Progress != 0.4 || rec.Status.Checkpoint.Step != 40 {
+		t.Fatalf("moving on from %.2f at step %d, want the reported checkpoint (0.4, step 40)", rec.Status.Progress, rec.Status.Checkpoint.Step)
+	}
+}

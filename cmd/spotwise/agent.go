@@ -17,11 +17,14 @@ import (
 	"github.com/spotwise/spotwise/internal/clock"
 	"github.com/spotwise/spotwise/internal/server"
 	"github.com/spotwise/spotwise/providers"
+	"github.com/spotwise/spotwise/providers/aws"
+	"github.com/spotwise/spotwise/providers/azure"
 )
 
 func newAgentCmd() *cobra.Command {
 	var (
 		natsURL, creds, jobID, instance, workloadFile, storeURI, workDir string
+		noticesFrom, region, metadataURL                                 string
 		attempt                                                          int
 		workSeconds, speed                                               float64
 		simClock                                                         bool
@@ -33,7 +36,13 @@ func newAgentCmd() *cobra.Command {
 good checkpoint, starts the job's command with the SPOTWISE_* environment
 (see agent/PROTOCOL.md), reports progress and heartbeats over NATS,
 checkpoints when the scheduler asks or the instance's metadata warns, uploads
-each completed checkpoint, and reports the exit.`,
+each completed checkpoint, and reports the exit.
+
+--notices aws polls the EC2 instance metadata (IMDSv2: spot instance-action,
+rebalance recommendation, scheduled events); --notices azure polls Azure
+Scheduled Events (Preempt, Terminate, Reboot, Redeploy, Freeze) and approves
+each once the checkpoint is stored. Every notice is also forwarded to the
+scheduler (with --region) so the replacement starts at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -46,6 +55,14 @@ each completed checkpoint, and reports the exit.`,
 				return err
 			}
 			log = log.With(zap.String("job", jobID), zap.Int("attempt", attempt))
+			notices, err := noticeSource(noticesFrom, metadataURL, instance, log)
+			if err != nil {
+				return err
+			}
+			provider := noticesFrom
+			if notices == nil {
+				provider = ""
+			}
 			octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
 			bus, err := events.Open(octx, events.Config{URL: natsURL, CredsFile: creds, ConnName: "spotwise-agent", Client: true}, "agent", nil, log)
@@ -71,6 +88,7 @@ each completed checkpoint, and reports the exit.`,
 				JobID: jobID, Attempt: attempt, InstanceID: instance, Workload: w,
 				WorkSeconds: workSeconds, ClockSpeed: speed, WorkDir: workDir,
 				Reporter: bus, Control: bus, Checkpoints: store, Clock: clk, Log: log, Executable: exe,
+				Notices: notices, Provider: provider, Region: region,
 				Stdout: os.Stdout, Stderr: os.Stderr,
 			})
 		},
@@ -87,10 +105,38 @@ each completed checkpoint, and reports the exit.`,
 	f.Float64Var(&workSeconds, "work-seconds", 0, "expected runtime of the whole work on this instance (clock seconds)")
 	f.Float64Var(&speed, "clock-speed", 1, "clock seconds per wall second (the simulated cloud's speed)")
 	f.BoolVar(&simClock, "sim-clock", false, "keep the servers' simulated clock (read from NATS)")
+	f.StringVar(&noticesFrom, "notices", "none", "where this instance's own interruption notices come from: aws, azure or none")
+	f.StringVar(&region, "region", "", "the instance's region (the subject its forwarded notices go to)")
+	f.StringVar(&metadataURL, "metadata-endpoint", "", "instance metadata service base URL (default: the cloud's; for aws, env AWS_EC2_METADATA_SERVICE_ENDPOINT)")
 	for _, name := range []string{"nats-url", "job", "instance", "workload"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
 	return cmd
+}
+
+// noticeSource is the poller of the instance's metadata that --notices
+// names (nil for none).
+func noticeSource(from, endpoint, instance string, log *zap.Logger) (agent.NoticeSource, error) {
+	switch from {
+	case "", "none":
+		return nil, nil
+	case "aws":
+		opts := []aws.IMDSOption{aws.WithIMDSLogger(log)}
+		if endpoint == "" {
+			endpoint = os.Getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT")
+		}
+		if endpoint != "" {
+			opts = append(opts, aws.WithIMDSEndpoint(endpoint))
+		}
+		return aws.NewIMDSNotices(opts...), nil
+	case "azure":
+		opts := []azure.Option{azure.WithLogger(log), azure.WithVMName(instance)}
+		if endpoint != "" {
+			opts = append(opts, azure.WithIMDSEndpoint(endpoint))
+		}
+		return azure.NewScheduledEvents(opts...), nil
+	}
+	return nil, fmt.Errorf("--notices: %q is not aws, azure or none", from)
 }
 
 func readWorkload(stdin io.Reader, path string, w *providers.Workload) error {

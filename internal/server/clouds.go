@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/spotwise/spotwise/agent"
 	"github.com/spotwise/spotwise/bidding"
 	"github.com/spotwise/spotwise/providers"
+	"github.com/spotwise/spotwise/providers/aws"
+	"github.com/spotwise/spotwise/providers/azure"
 	"github.com/spotwise/spotwise/providers/catalog"
 	"github.com/spotwise/spotwise/providers/sim"
 )
@@ -52,26 +55,99 @@ func (c *cloudSet) source(p providers.Provider) func(region string) string {
 	return func(string) string { return c.feedSource(p) }
 }
 
-// buildClouds brings up the providers: the simulated cloud (standing in
-// for every catalog provider no real one is configured for). A dry run
-// keeps the simulated cloud away from the stored instances and runs no
-// workloads.
+// Option adjusts how a server reaches the real clouds (tests point the
+// SDKs at local fakes; embedders can pass their own credentials).
+type Option func(*Server)
+
+// WithAWSOptions passes options to the AWS provider.
+func WithAWSOptions(opts ...aws.Option) Option {
+	return func(s *Server) { s.awsOpts = append(s.awsOpts, opts...) }
+}
+
+// WithAzureOptions passes options to the Azure provider.
+func WithAzureOptions(opts ...azure.Option) Option {
+	return func(s *Server) { s.azureOpts = append(s.azureOpts, opts...) }
+}
+
+// cloudStatus says, per provider name, which cloud sells it and where its
+// prices come from per region (while this server schedules).
+func (s *Server) cloudStatus() map[string]any {
+	t := s.term.Load()
+	if t == nil {
+		return nil
+	}
+	out := map[string]any{}
+	for name, p := range t.clouds.byName {
+		st := map[string]any{"cloud": p.Name()}
+		if ps, ok := p.(interface{ PriceSource() map[string]string }); ok {
+			st["prices"] = ps.PriceSource()
+		}
+		out[name] = st
+	}
+	return out
+}
+
+// regions lists, per provider name, the regions a real cloud is
+// configured for (nil for the simulated cloud).
+func (c *cloudSet) regions(p providers.Provider) map[string][]string {
+	ps, ok := p.(interface{ PriceSource() map[string]string })
+	if !ok {
+		return nil
+	}
+	var rs []string
+	for r := range ps.PriceSource() {
+		rs = append(rs, r)
+	}
+	return map[string][]string{p.Name(): rs}
+}
+
+// buildClouds brings up the providers: the real clouds configured, and
+// the simulated cloud standing in for every other catalog provider. A dry
+// run keeps the simulated cloud away from the stored instances and runs
+// no workloads.
 func (s *Server) buildClouds(ctx context.Context, cat *catalog.Catalog, dryRun bool) (*cloudSet, error) {
 	cfg := s.cfg
 	set := &cloudSet{byName: map[string]providers.Provider{}}
-	if !cfg.Sim.Enabled {
-		return nil, fmt.Errorf("no cloud: enable the simulated cloud (sim.enabled) or configure a provider")
+	add := func(p providers.Provider, names ...string) {
+		set.distinct = append(set.distinct, p)
+		for _, n := range names {
+			set.byName[n] = p
+		}
+	}
+	if c := cfg.Providers.AWS; c != nil {
+		p, err := aws.New(ctx, *c, append([]aws.Option{aws.WithClock(s.clock), aws.WithLogger(s.log.Named("aws")), aws.WithCatalog(cat)}, s.awsOpts...)...)
+		if err != nil {
+			set.close()
+			return nil, fmt.Errorf("providers.aws: %w", err)
+		}
+		add(p, p.Name())
+	}
+	if c := cfg.Providers.Azure; c != nil {
+		p, err := azure.New(ctx, *c, append([]azure.Option{azure.WithClock(s.clock), azure.WithLogger(s.log.Named("azure")), azure.WithCatalog(cat)}, s.azureOpts...)...)
+		if err != nil {
+			set.close()
+			return nil, fmt.Errorf("providers.azure: %w", err)
+		}
+		add(p, p.Name())
+	}
+	simulated := simulatedProviders(cat, cfg)
+	if !cfg.Sim.Enabled || len(simulated) == 0 {
+		if len(set.distinct) == 0 {
+			return nil, fmt.Errorf("no cloud: enable the simulated cloud (sim.enabled) or configure a provider")
+		}
+		return set, nil
 	}
 	var traces map[string]sim.Trace
 	if len(cfg.Sim.Traces) > 0 {
 		var err error
 		if traces, err = sim.LoadTraces(cfg.Sim.Traces...); err != nil {
+			set.close()
 			return nil, fmt.Errorf("sim.traces: %w", err)
 		}
 	}
 	model := cfg.Sim.Interruptions.model()
 	opts := sim.Options{
-		Catalog: cat, Clock: s.clock, Seed: cfg.Sim.Seed, Providers: cfg.Sim.Providers, Regions: cfg.Sim.Regions,
+		Catalog: cat, Clock: s.clock, Seed: cfg.Sim.Seed, Providers: simulated, Regions: cfg.Sim.Regions,
 		PriceInterval: cfg.Sim.PriceInterval.D(), Log: s.log.Named("sim"), Interruptions: &model, Traces: traces,
 	}
 	if !dryRun {
@@ -91,17 +167,30 @@ func (s *Server) buildClouds(ctx context.Context, cat *catalog.Catalog, dryRun b
 	}
 	cloud, err := sim.New(ctx, opts)
 	if err != nil {
+		set.close()
 		return nil, fmt.Errorf("simulated cloud: %w", err)
 	}
 	set.sim = cloud
 	set.closer = append(set.closer, cloud.Close)
-	set.distinct = append(set.distinct, cloud)
-	for _, p := range cat.Providers() {
-		if set.byName[p] == nil {
-			set.byName[p] = cloud
+	add(cloud, simulated...)
+	return set, nil
+}
+
+// simulatedProviders lists the catalog providers the simulated cloud
+// sells: those sim.providers names (all when empty), less the real clouds.
+func simulatedProviders(cat *catalog.Catalog, cfg Config) []string {
+	want := cfg.Sim.Providers
+	if len(want) == 0 {
+		want = cat.Providers()
+	}
+	real := cfg.Providers.real()
+	var out []string
+	for _, p := range want {
+		if !slices.Contains(real, p) {
+			out = append(out, p)
 		}
 	}
-	return set, nil
+	return out
 }
 
 // defaultPolicy is the deadline policy the scheduler uses.

@@ -12,6 +12,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/providers/aws"
+	"github.com/spotwise/spotwise/providers/azure"
 	"github.com/spotwise/spotwise/providers/sim"
 )
 
@@ -50,6 +53,29 @@ type Config struct {
 	Feeds       FeedsConfig       `json:"feeds"`
 	Checkpoints CheckpointsConfig `json:"checkpoints"`
 	Alerts      alerts.Config     `json:"alerts"`
+	// Providers are the real clouds; each one set sells its capacity in
+	// place of the simulated cloud's copy of that provider.
+	Providers ProvidersConfig `json:"providers"`
+}
+
+// ProvidersConfig configures the real clouds (nil: not used). Their
+// credentials never appear here: AWS takes the SDK's standard chain,
+// Azure azidentity's default chain.
+type ProvidersConfig struct {
+	AWS   *aws.Config   `json:"aws"`
+	Azure *azure.Config `json:"azure"`
+}
+
+// real lists the names of the real clouds configured.
+func (p ProvidersConfig) real() []string {
+	var names []string
+	if p.AWS != nil {
+		names = append(names, aws.ProviderName)
+	}
+	if p.Azure != nil {
+		names = append(names, azure.Name)
+	}
+	return names
 }
 
 // CheckpointsConfig says where checkpoints are kept by default (a job's
@@ -260,6 +286,21 @@ func setDuration(p *job.Duration, v string) error {
 	return nil
 }
 
+// problemLines splits a provider's validation error into its problems,
+// one per line ("field: problem").
+func problemLines(err error) []string {
+	if err == nil {
+		return nil
+	}
+	var lines []string
+	for l := range strings.SplitSeq(err.Error(), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
 // Validate checks the configuration and names every problem.
 func (c *Config) Validate() error {
 	var errs []error
@@ -303,8 +344,27 @@ func (c *Config) Validate() error {
 	default:
 		bad("log.format", "must be console or json")
 	}
-	if !c.Sim.Enabled {
-		bad("sim.enabled", "no real cloud is configured yet: the simulated cloud is the only provider")
+	real := c.Providers.real()
+	switch {
+	case !c.Sim.Enabled && len(real) == 0:
+		bad("sim.enabled", "no cloud: keep the simulated cloud or configure providers.aws or providers.azure")
+	case c.Sim.Enabled && len(real) > 0 && c.Sim.Speed != 1:
+		bad("sim.speed", "must be 1 while a real cloud (%s) is configured: they share one clock; or set sim.enabled: false", strings.Join(real, ", "))
+	}
+	for _, p := range c.Sim.Providers {
+		if slices.Contains(real, p) {
+			bad("sim.providers", "%s is configured as a real cloud (providers.%s); the simulated cloud cannot sell it too", p, p)
+		}
+	}
+	if c.Providers.AWS != nil {
+		for _, line := range problemLines(c.Providers.AWS.Validate()) {
+			errs = append(errs, errors.New("providers.aws."+line))
+		}
+	}
+	if c.Providers.Azure != nil {
+		for _, line := range problemLines(c.Providers.Azure.Validate()) {
+			errs = append(errs, errors.New("providers."+line))
+		}
 	}
 	if c.Sim.Speed <= 0 || c.Sim.Speed > 100_000 {
 		bad("sim.speed", "must be above 0 and at most 100000")

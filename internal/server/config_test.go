@@ -276,6 +276,7 @@ func TestConfigBadEnvValueNamesTheVariable(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
+	examples := exampleProviders(t)
 	dir := t.TempDir()
 	cert := filepath.Join(dir, "client.crt")
 	if err := os.WriteFile(cert, []byte("not checked until connecting"), 0o600); err != nil {
@@ -307,6 +308,24 @@ func TestConfigValidate(t *testing.T) {
 		{name: "log level", set: func(c *Config) { c.Log.Level = "verbose" }, field: "log.level"},
 		{name: "log format", set: func(c *Config) { c.Log.Format = "text" }, field: "log.format"},
 		{name: "sim disabled", set: func(c *Config) { c.Sim.Enabled = false }, field: "sim.enabled"},
+		{name: "aws alone", set: func(c *Config) { c.Sim.Enabled, c.Providers.AWS = false, examples.AWS }},
+		{name: "azure alone", set: func(c *Config) { c.Sim.Enabled, c.Providers.Azure = false, examples.Azure }},
+		{name: "both clouds beside a real-time sim", set: func(c *Config) { c.Providers, c.Sim.Speed = examples, 1 }},
+		{name: "real cloud beside a fast sim", set: func(c *Config) { c.Providers.AWS = examples.AWS }, field: "sim.speed"},
+		{name: "sim cannot sell a real cloud", set: func(c *Config) {
+			c.Providers.Azure, c.Sim.Speed, c.Sim.Providers = examples.Azure, 1, []string{"gcp", "azure"}
+		}, field: "sim.providers"},
+		{name: "aws problem is named under providers.aws", set: func(c *Config) {
+			bad := *examples.AWS
+			bad.Regions = slices.Clone(bad.Regions)
+			bad.Regions[0].AMI = "ubuntu"
+			c.Sim.Enabled, c.Providers.AWS = false, &bad
+		}, field: "providers.aws.regions[0].ami"},
+		{name: "azure problem is named under providers.azure", set: func(c *Config) {
+			bad := *examples.Azure
+			bad.SubscriptionID = "my-subscription"
+			c.Sim.Enabled, c.Providers.Azure = false, &bad
+		}, field: "providers.azure.subscription_id"},
 		{name: "sim speed 0", set: func(c *Config) { c.Sim.Speed = 0 }, field: "sim.speed"},
 		{name: "sim speed negative", set: func(c *Config) { c.Sim.Speed = -1 }, field: "sim.speed"},
 		{name: "reconcile interval 10ms", set: func(c *Config) { c.Scheduler.ReconcileInterval = job.Duration(10 * time.Millisecond) }, field: "scheduler.reconcile_interval"},
@@ -361,4 +380,42 @@ func TestConfigValidate(t *testing.T) {
 			}
 		}
 	})
+}
+
+// exampleProviders reads the commented AWS and Azure examples of the
+// example config: what operators copy must load and validate.
+func exampleProviders(t *testing.T) ProvidersConfig {
+	t.Helper()
+	b, err := os.ReadFile(configExample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body []string
+	in := false
+	for line := range strings.Lines(string(b)) {
+		switch trimmed := strings.TrimSpace(line); {
+		case trimmed == "# AWS, for example:" || trimmed == "# Azure, for example:":
+			in = true
+		case in && strings.HasPrefix(trimmed, "#"):
+			body = append(body, strings.TrimPrefix(strings.TrimPrefix(line, "  #"), " "))
+		default:
+			in = false
+		}
+	}
+	var p ProvidersConfig
+	c := Defaults()
+	path := writeConfig(t, "providers:\n"+strings.Join(body, ""))
+	if err := c.LoadFile(path); err != nil {
+		t.Fatalf("the providers examples in %s do not load: %v\n%s", configExample, err, strings.Join(body, ""))
+	}
+	p = c.Providers
+	if p.AWS == nil || p.Azure == nil {
+		t.Fatalf("the example config lacks an AWS or Azure example")
+	}
+	for name, err := range map[string]error{"aws": p.AWS.Validate(), "azure": p.Azure.Validate()} {
+		if err != nil {
+			t.Errorf("the %s example does not validate:\n%v", name, err)
+		}
+	}
+	return p
 }

@@ -21,7 +21,7 @@ import (
 // configured providers up, prints the offers it would use (per provider
 // and region, with where the prices came from), and the placement it
 // would make for every job waiting in the queue, then stops.
-func DryRun(ctx context.Context, cfg Config, out io.Writer, log *zap.Logger) error {
+func DryRun(ctx context.Context, cfg Config, out io.Writer, log *zap.Logger, opts ...Option) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", err)
 	}
@@ -29,6 +29,9 @@ func DryRun(ctx context.Context, cfg Config, out io.Writer, log *zap.Logger) err
 		log = zap.NewNop()
 	}
 	s := &Server{cfg: cfg, log: log, cancel: func() {}}
+	for _, o := range opts {
+		o(s)
+	}
 	defer s.Close()
 	if err := s.openBus(ctx); err != nil {
 		return err
@@ -51,7 +54,7 @@ func DryRun(ctx context.Context, cfg Config, out io.Writer, log *zap.Logger) err
 			return fmt.Errorf("offers of %s: %w", p.Name(), err)
 		}
 		offers = append(offers, os...)
-		for _, row := range summarize(os, clouds.source(p)) {
+		for _, row := range summarize(os, clouds.source(p), clouds.regions(p)) {
 			fmt.Fprintln(tw, row)
 		}
 	}
@@ -79,8 +82,10 @@ func DryRun(ctx context.Context, cfg Config, out io.Writer, log *zap.Logger) err
 	return tw.Flush()
 }
 
-// summarize is one line per provider region.
-func summarize(offers []providers.Offer, source func(region string) string) []string {
+// summarize is one line per provider region: each region that has
+// offers, and each region a real cloud is configured for (with none, the
+// operator must see it).
+func summarize(offers []providers.Offer, source func(region string) string, configured map[string][]string) []string {
 	type key struct{ provider, region string }
 	type agg struct {
 		n, spot, od, res int
@@ -108,6 +113,13 @@ func summarize(offers []providers.Offer, source func(region string) string) []st
 			a.best, a.bestPerGPU = o, per
 		}
 	}
+	for provider, regions := range configured {
+		for _, r := range regions {
+			if k := (key{provider, r}); byRegion[k] == nil {
+				byRegion[k] = &agg{}
+			}
+		}
+	}
 	keys := make([]key, 0, len(byRegion))
 	for k := range byRegion {
 		keys = append(keys, k)
@@ -121,6 +133,10 @@ func summarize(offers []providers.Offer, source func(region string) string) []st
 	var rows []string
 	for _, k := range keys {
 		a := byRegion[k]
+		if a.n == 0 {
+			rows = append(rows, fmt.Sprintf("  %s\t%s\t0\t0\t0\t0\tnone of the wanted types is sold here\t%s", k.provider, k.region, source(k.region)))
+			continue
+		}
 		rows = append(rows, fmt.Sprintf("  %s\t%s\t%d\t%d\t%d\t%d\t$%.4f (%s %s)\t%s", k.provider, k.region, a.n, a.spot, a.od, a.res,
 			a.bestPerGPU, a.best.InstanceType, a.best.Purchase, source(k.region)))
 	}

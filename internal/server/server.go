@@ -25,6 +25,9 @@ import (
 	"github.com/spotwise/spotwise/checkpoint"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/internal/clock"
+	"github.com/spotwise/spotwise/providers"
+	"github.com/spotwise/spotwise/providers/aws"
+	"github.com/spotwise/spotwise/providers/azure"
 	"github.com/spotwise/spotwise/providers/catalog"
 	"github.com/spotwise/spotwise/providers/sim"
 	"github.com/spotwise/spotwise/scheduler"
@@ -47,10 +50,12 @@ type Server struct {
 	wg          sync.WaitGroup
 	stopNATS    func()
 	closeOnce   sync.Once
+	awsOpts     []aws.Option
+	azureOpts   []azure.Option
 }
 
 // Start brings a server up and returns once it accepts requests.
-func Start(ctx context.Context, cfg Config, log *zap.Logger) (*Server, error) {
+func Start(ctx context.Context, cfg Config, log *zap.Logger, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid configuration:\n%w", err)
 	}
@@ -59,6 +64,9 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*Server, error) {
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, log: log, cancel: cancel}
+	for _, o := range opts {
+		o(s)
+	}
 	if err := s.start(ctx, rctx); err != nil {
 		s.Close()
 		return nil, err
@@ -157,6 +165,7 @@ func (s *Server) start(ctx, rctx context.Context) error {
 // feeds and the scheduler.
 type term struct {
 	cloud     *sim.Cloud
+	clouds    *cloudSet
 	scheduler *scheduler.Scheduler
 }
 
@@ -202,7 +211,7 @@ func (s *Server) lead(ctx context.Context) error {
 		}
 		defer stopControl()
 	}
-	s.term.Store(&term{cloud: cloud, scheduler: sched})
+	s.term.Store(&term{cloud: cloud, clouds: clouds, scheduler: sched})
 	defer s.term.Store(nil)
 	return sched.Run(tctx)
 }
@@ -245,7 +254,14 @@ func (s *Server) openBus(ctx context.Context) error {
 		return err
 	}
 	s.bus = bus
-	if s.clock, err = simClock(ctx, bus, cfg.Sim.Speed, s.log); err != nil {
+	if real := cfg.Providers.real(); len(real) > 0 {
+		// Real clouds keep real time: no simulated clock, and none left
+		// for agents to read.
+		s.clock = clock.Real{}
+		if err := bus.Meta().Delete(ctx, clockKey); err != nil && !errors.Is(err, events.ErrNotFound) {
+			return fmt.Errorf("clearing the simulated clock: %w", err)
+		}
+	} else if s.clock, err = simClock(ctx, bus, cfg.Sim.Speed, s.log); err != nil {
 		return err
 	}
 	bus.SetClock(s.clock)
@@ -332,6 +348,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		"terms":     s.lease.Terms(),
 		"clock":     s.clock.Now(),
 		"sim_speed": s.cfg.Sim.Speed,
+		"clouds":    s.cloudStatus(),
 		"nats":      s.bus.ClientURL(),
 		"scheduler": s.metrics.Stats(),
 	})
@@ -341,19 +358,23 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 // operators and end-to-end checks.
 func (s *Server) instances(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	cloud := s.Cloud()
-	if cloud == nil {
+	t := s.term.Load()
+	if t == nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "standby", "message": "this server is on standby; the server holding the scheduler lease runs the cloud"}})
+		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "standby", "message": "this server is on standby; the server holding the scheduler lease runs the clouds"}})
 		return
 	}
-	insts, err := cloud.Instances(r.Context())
-	if err != nil {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "unavailable", "message": err.Error()}})
-		return
+	all := []providers.Instance{}
+	for _, p := range t.clouds.distinct {
+		insts, err := p.Instances(r.Context())
+		if err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "unavailable", "message": p.Name() + ": " + err.Error()}})
+			return
+		}
+		all = append(all, insts...)
 	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"instances": insts})
+	_ = json.NewEncoder(w).Encode(map[string]any{"instances": all})
 }
 
 // Close stops the server: HTTP first, then the scheduler and feeds, then
