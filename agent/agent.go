@@ -69,7 +69,7 @@ type Config struct {
 	// Scheduled Events) or tells it late.
 	Provider, Region string
 	Clock            clock.Clock
-	Log         *zap.Logger
+	Log              *zap.Logger
 	// Executable replaces a command's first word "spotwise" (the demo
 	// workload runs from this binary).
 	Executable string
