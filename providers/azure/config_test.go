@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spotwise/spotwise/providers/azure/azurefake"
 	"sigs.k8s.io/yaml"
 )
 
@@ -52,7 +53,9 @@ func TestConfigExample(t *testing.T) {
 	if c.PollInterval.D() != 30*time.Second || c.Reservations[0].Count != 2 || c.Zones["eastus"][1] != "2" {
 		t.Fatalf("decoded %+v", c)
 	}
-	p, err := New(context.Background(), c, WithCredential(tokenCredential{}))
+	fake := azurefake.New()
+	defer fake.Close()
+	p, err := New(context.Background(), c, WithCredential(fake.Credential()))
 	if err != nil {
 		t.Fatal(err)
 	}

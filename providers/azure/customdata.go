@@ -21,7 +21,7 @@ const maxCustomData = 64 * 1024
 // bootstrap is what the custom data script needs.
 type bootstrap struct {
 	Binary, NATSURL, NATSCreds string
-	JobID, Instance            string
+	JobID, Instance, Region    string
 	Attempt, Node              int
 	Checkpoints, WorkDir       string
 	WorkSeconds                string
@@ -53,6 +53,7 @@ args=(agent
   --job {{q .JobID}}
   --attempt {{q .Attempt}}
   --instance {{q .Instance}}
+  --region {{q .Region}}
 {{- if .Checkpoints}}
   --checkpoints {{q .Checkpoints}}
 {{- end}}
@@ -82,7 +83,7 @@ func (p *Provider) customData(req providers.LaunchRequest, o providers.Offer, na
 	}
 	b := bootstrap{
 		Binary: p.cfg.Agent.Binary, NATSURL: p.cfg.Agent.NATSURL, NATSCreds: p.cfg.Agent.NATSCredsFile,
-		JobID: req.JobID, Instance: name, Attempt: req.Attempt, Node: node,
+		JobID: req.JobID, Instance: name, Region: o.Region, Attempt: req.Attempt, Node: node,
 		Checkpoints: cmpOr(req.Workload.Checkpoint.URI, p.cfg.Agent.Checkpoints), WorkDir: p.cfg.Agent.WorkDir,
 		WorkSeconds:  p.workSeconds(req.Workload, o.GPU),
 		WorkloadJSON: string(w),
@@ -95,7 +96,7 @@ func (p *Provider) customData(req providers.LaunchRequest, o providers.Offer, na
 }
 
 func renderScript(b bootstrap) ([]byte, error) {
-	for _, s := range []string{b.Binary, b.NATSURL, b.NATSCreds, b.JobID, b.Instance, b.Checkpoints, b.WorkDir, b.WorkloadJSON} {
+	for _, s := range []string{b.Binary, b.NATSURL, b.NATSCreds, b.JobID, b.Instance, b.Region, b.Checkpoints, b.WorkDir, b.WorkloadJSON} {
 		if strings.ContainsRune(s, 0) {
 			return nil, errors.New("custom data: a value contains a NUL byte")
 		}

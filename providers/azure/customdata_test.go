@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/spotwise/spotwise/providers"
+	"github.com/spotwise/spotwise/providers/azure/azurefake"
 )
 
 func TestShellQuote(t *testing.T) {
@@ -41,7 +43,7 @@ func TestCustomDataRuns(t *testing.T) {
 	}
 	hostile := bootstrap{
 		Binary: "/opt/spot wise/bin/spotwise", NATSURL: "nats://10.0.0.4:4222", NATSCreds: "/etc/spotwise/it's.creds",
-		JobID: "job'; rm -rf / #\n$(reboot)", Instance: "sw-job-1234abcd-n0", Attempt: 3,
+		JobID: "job'; rm -rf / #\n$(reboot)", Instance: "sw-job-1234abcd-n0", Region: "eastus'\nargs=(", Attempt: 3,
 		Checkpoints: "azblob://acct/ckpt path", WorkSeconds: "7200.000",
 	}
 	w, _ := json.Marshal(providers.Workload{Command: []string{"sh", "-c", "echo '$HOME' \"`id`\""}, Env: map[string]string{"Q": "it's \\ \"x\""}})
@@ -97,8 +99,17 @@ func TestCustomDataRuns(t *testing.T) {
 			})
 			got := strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
 			want := []string{"agent", "--nats-url", b.NATSURL, "--nats-creds", b.NATSCreds, "--job", b.JobID,
-				"--attempt", "3", "--instance", b.Instance, "--checkpoints", b.Checkpoints, "--notices", "azure",
+				"--attempt", "3", "--instance", b.Instance, "--region", b.Region, "--checkpoints", b.Checkpoints, "--notices", "azure",
 				"--work-dir", b.WorkDir, "--work-seconds", "7200.000", "--workload", filepath.Join(b.WorkDir, "workload.json")}
+			// What the fake reads from the script without running it is
+			// what the script starts.
+			parsed, workload, err := azurefake.ParseCustomData(string(script))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(parsed, want) || string(workload) != b.WorkloadJSON {
+				t.Errorf("ParseCustomData:\n got %q %s\nwant %q %s", parsed, workload, want, b.WorkloadJSON)
+			}
 			if systemd {
 				want = append([]string{"--unit=spotwise-agent", "--collect", "--quiet", "--", b.Binary}, want...)
 			}
@@ -114,6 +125,14 @@ func TestCustomDataRuns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// argAfter is the value of a flag in argv, or "".
+func argAfter(argv []string, flag string) string {
+	if i := slices.Index(argv, flag); i >= 0 && i+1 < len(argv) {
+		return argv[i+1]
+	}
+	return ""
 }
 
 func writeExec(t *testing.T, path, content string) {
@@ -133,16 +152,35 @@ func TestCustomDataPerNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		script, _ := base64.StdEncoding.DecodeString(data)
-		if hasAgent := strings.Contains(string(script), "args=(agent"); hasAgent != wantAgent {
-			t.Errorf("node %d runs the agent: %v\n%s", node, hasAgent, script)
+		argv, workload, err := azurefake.ParseCustomData(string(script))
+		if !wantAgent {
+			if !errors.Is(err, azurefake.ErrNoAgent) {
+				t.Errorf("node %d: %v, want no agent\n%s", node, err, script)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("node %d: %v", node, err)
+		}
+		want := []string{"agent", "--nats-url", "nats://10.0.0.4:4222", "--nats-creds", "/etc/spotwise/agent.creds",
+			"--job", "job-7f3a", "--attempt", "2", "--instance", vmName(req.IdempotencyKey, 0), "--region", "eastus",
+			"--checkpoints", "azblob://spotwiseckpt/checkpoints", "--notices", "azure", "--work-dir", DefaultAgentWorkDir,
+			"--work-seconds", argAfter(argv, "--work-seconds"), "--workload", DefaultAgentWorkDir + "/workload.json"}
+		if !slices.Equal(argv, want) {
+			t.Errorf("node 0 starts\n %q\nwant %q", argv, want)
+		}
+		var w providers.Workload
+		if err := json.Unmarshal(workload, &w); err != nil || !slices.Equal(w.Command, req.Workload.Command) {
+			t.Errorf("workload %s (%v)", workload, err)
 		}
 	}
 	// The work is sized for the offer's GPU: 6 h on a V100 is much less
 	// on an A100.
 	data, _ := e.p.customData(req, o, "n", 0)
 	script, _ := base64.StdEncoding.DecodeString(data)
-	if !strings.Contains(string(script), "--work-seconds '") || strings.Contains(string(script), "--work-seconds '21600.000'") {
-		t.Errorf("work seconds not sized for the GPU:\n%s", script)
+	argv, _, err := azurefake.ParseCustomData(string(script))
+	if secs := argAfter(argv, "--work-seconds"); err != nil || secs == "" || secs == "21600.000" {
+		t.Errorf("work seconds %q not sized for the GPU (%v)", secs, err)
 	}
 
 	// A workload too big for custom data is refused before Azure sees it.

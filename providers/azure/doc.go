@@ -26,9 +26,11 @@
 //     for Preempt and maintenance events of its own VM, acknowledged with
 //     StartRequests once the checkpoint is stored.
 //
-// Each SDK sits behind a narrow interface of the calls used (vmAPI), so
-// tests drive the real armcompute client through its fake transport, and
-// the Retail Prices API and IMDS through local HTTP servers.
+// Each SDK sits behind a narrow interface of the calls used (vmAPI). Tests
+// drive the real armcompute client, the Retail Prices reader and the
+// Scheduled Events poller against azurefake (a fake subscription speaking
+// ARM's, the price API's and IMDS's wire formats), which end-to-end tests
+// of the daemon use too.
 //
 // It must not schedule, decide, or talk to NATS; it never logs credentials,
 // tokens, SSH keys or custom data.

@@ -23,8 +23,8 @@ func TestTerminateAndInstances(t *testing.T) {
 	if got := e.offer(t, o.ID()); got.Available != 1 {
 		t.Fatalf("reserved offer available %d after one launch, want 1", got.Available)
 	}
-	e.arm.set(name, "Succeeded", "running")
-	e.arm.putForeign("someone-elses-vm")
+	e.setState(t, name, "Succeeded", "running")
+	putForeign(t, e.cloud, "someone-elses-vm")
 
 	// A restarted daemon sees the same instance, from the VM's tags.
 	p2 := newProviderLike(t, e)
@@ -45,7 +45,7 @@ func TestTerminateAndInstances(t *testing.T) {
 	if err := e.p.Terminate(context.Background(), name); err != nil {
 		t.Fatal(err)
 	}
-	if del := e.arm.deleted(); !slices.Contains(del, name) {
+	if del := e.cloud.Deleted(); !slices.Contains(del, name) {
 		t.Fatalf("BeginDelete not sent: %v", del)
 	}
 	waitFor(t, func() error {
@@ -61,8 +61,10 @@ func TestTerminateAndInstances(t *testing.T) {
 	if got := e.offer(t, o.ID()); got.Available != 2 {
 		t.Fatalf("reserved offer available %d after termination, want 2", got.Available)
 	}
-	// The VM goes away: no second event; terminating again is fine.
-	e.arm.remove(name)
+	// The VM is gone: no second event; terminating again is fine.
+	if _, ok := e.cloud.VM(name); ok {
+		t.Fatal("the VM is still there after its deletion")
+	}
 	e.tick(t)
 	if n := c.count(providers.EventInstanceTerminated); n != 1 {
 		t.Fatalf("%d terminated events", n)
@@ -118,18 +120,19 @@ func TestFailedDeletionIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := insts[0].ID
-	e.arm.set(name, "Succeeded", "running")
-	e.arm.mu.Lock()
-	e.arm.delFail = 1
-	e.arm.mu.Unlock()
+	e.setState(t, name, "Succeeded", "running")
+	e.cloud.FailDeletes(1)
 	if err := e.p.Terminate(context.Background(), name); err != nil {
 		t.Fatal(err)
 	}
-	e.tick(t) // the deletion's operation ends, and the VM is still there
-	e.tick(t) // so it is deleted again
+	e.tick(t) // the deletion's operation fails, the VM is still there, so it is deleted again
+	e.tick(t)
 	waitFor(t, func() error {
-		if n := len(e.arm.deleted()); n != 2 {
+		if n := len(e.cloud.Deleted()); n != 2 {
 			return fmt.Errorf("%d deletions, want 2", n)
+		}
+		if _, ok := e.cloud.VM(name); ok {
+			return errors.New("the VM is still there")
 		}
 		return nil
 	})

@@ -2,19 +2,19 @@ package azure
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
 
 	"github.com/spotwise/spotwise/internal/money"
 	"github.com/spotwise/spotwise/providers"
+	"github.com/spotwise/spotwise/providers/azure/azurefake"
 )
 
 func TestLaunchSendsTheVM(t *testing.T) {
@@ -44,42 +44,43 @@ func TestLaunchSendsTheVM(t *testing.T) {
 			if len(insts) != 1 || insts[0].State != providers.InstancePending || insts[0].Price != o.Price || insts[0].Purchase != o.Purchase {
 				t.Fatalf("instances %+v", insts)
 			}
-			reqs := e.arm.createRequests()
+			reqs := e.cloud.Creates()
 			if len(reqs) != 1 {
 				t.Fatalf("%d create requests", len(reqs))
 			}
-			vm := reqs[0]
+			cr := reqs[0]
+			if cr.Name != insts[0].ID || cr.ResourceGroup != testRG || cr.Region != "eastus" || cr.Zone != o.Zone[len("eastus-"):] || cr.Size != o.InstanceType {
+				t.Errorf("created %s in %s/%s zone %s size %s", cr.Name, cr.ResourceGroup, cr.Region, cr.Zone, cr.Size)
+			}
+			if cr.Priority != string(tt.priority) {
+				t.Errorf("priority %s", cr.Priority)
+			}
+			vm := cr.Request
 			props := vm.Properties
-			if *vm.Location != "eastus" || len(vm.Zones) != 1 || *vm.Zones[0] != o.Zone[len("eastus-"):] {
-				t.Errorf("location %s zones %v", *vm.Location, vm.Zones)
-			}
-			if string(*props.HardwareProfile.VMSize) != o.InstanceType {
-				t.Errorf("size %s", *props.HardwareProfile.VMSize)
-			}
-			if *props.Priority != tt.priority {
-				t.Errorf("priority %s", *props.Priority)
+			if len(vm.Zones) != 1 {
+				t.Errorf("zones %v", vm.Zones)
 			}
 			if tt.wantPrice == nil {
-				if props.BillingProfile != nil || props.EvictionPolicy != nil {
+				if props.BillingProfile != nil || props.EvictionPolicy != nil || cr.MaxPrice != nil {
 					t.Errorf("a regular VM got spot settings")
 				}
 			} else {
-				if props.BillingProfile == nil || *props.BillingProfile.MaxPrice != *tt.wantPrice {
-					t.Errorf("max price %v, want %v", props.BillingProfile, *tt.wantPrice)
+				if cr.MaxPrice == nil || *cr.MaxPrice != *tt.wantPrice {
+					t.Errorf("max price %v, want %v", cr.MaxPrice, *tt.wantPrice)
 				}
-				if want := cmpOr(tt.eviction, EvictDelete); string(*props.EvictionPolicy) != want {
-					t.Errorf("eviction policy %s, want %s", *props.EvictionPolicy, want)
+				if want := cmpOr(tt.eviction, EvictDelete); props.EvictionPolicy == nil || cr.EvictionPolicy != want {
+					t.Errorf("eviction policy %s, want %s sent", cr.EvictionPolicy, want)
 				}
 			}
 			wantTags := map[string]string{"spotwise-job": "job-7f3a", "spotwise-attempt": "2", "spotwise-launch-key": "job-7f3a-a2",
 				"spotwise-name": "bert-large", "spotwise-team": "nlp", "spotwise-node": "0", "spotwise-purchase": string(o.Purchase),
 				"spotwise-price": o.Price.Decimal()}
 			for k, v := range wantTags {
-				if got := str(vm.Tags[k]); got != v {
+				if got := cr.Tags[k]; got != v {
 					t.Errorf("tag %s = %q, want %q", k, got, v)
 				}
 			}
-			for k := range vm.Tags {
+			for k := range cr.Tags {
 				if strings.Contains(k, ":") {
 					t.Errorf("tag name %q holds ':'", k)
 				}
@@ -95,14 +96,14 @@ func TestLaunchSendsTheVM(t *testing.T) {
 			if !*lc.DisablePasswordAuthentication || props.OSProfile.AdminPassword != nil || *lc.SSH.PublicKeys[0].KeyData != testSSHKey {
 				t.Error("login must be the SSH key only")
 			}
-			script, err := base64.StdEncoding.DecodeString(*props.OSProfile.CustomData)
+			argv, _, err := azurefake.ParseCustomData(cr.CustomData)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, want := range []string{"agent", "--job 'job-7f3a'", "--attempt '2'", "--instance '" + insts[0].ID + "'",
-				"--notices azure", "--nats-creds '/etc/spotwise/agent.creds'", "--checkpoints 'azblob://spotwiseckpt/checkpoints'"} {
-				if !strings.Contains(string(script), want) {
-					t.Errorf("custom data lacks %q:\n%s", want, script)
+			for _, want := range [][2]string{{"--job", "job-7f3a"}, {"--attempt", "2"}, {"--instance", insts[0].ID}, {"--region", "eastus"},
+				{"--notices", "azure"}, {"--nats-creds", "/etc/spotwise/agent.creds"}, {"--checkpoints", "azblob://spotwiseckpt/checkpoints"}} {
+				if i := slices.Index(argv, want[0]); i < 0 || i+1 == len(argv) || argv[i+1] != want[1] {
+					t.Errorf("agent arguments %q lack %s %s", argv, want[0], want[1])
 				}
 			}
 		})
@@ -129,7 +130,7 @@ func TestLaunchIsIdempotentByName(t *testing.T) {
 	if len(again) != 2 || again[0].ID != first[0].ID || again[1].ID != first[1].ID {
 		t.Fatalf("retry returned %+v", again)
 	}
-	if n := len(e.arm.createRequests()); n != 2 {
+	if n := len(e.cloud.Creates()); n != 2 {
 		t.Fatalf("%d create requests after a retry, want 2", n)
 	}
 
@@ -143,12 +144,12 @@ func TestLaunchIsIdempotentByName(t *testing.T) {
 	if len(third) != 2 || third[0].ID != first[0].ID || third[0].JobID != "job-7f3a" || third[0].Attempt != 2 || third[1].Node != 1 {
 		t.Fatalf("after restart: %+v", third)
 	}
-	if n := len(e.arm.createRequests()); n != 2 {
+	if n := len(e.cloud.Creates()); n != 2 {
 		t.Fatalf("%d create requests after a restart retry, want 2", n)
 	}
 
 	// A VM of that name without the key's tag is not adopted.
-	e.arm.putForeign(vmName("job-other-a1", 0))
+	putForeign(t, e.cloud, vmName("job-other-a1", 0))
 	if _, err := e.p.Launch(context.Background(), launchReq(o, "job-other-a1", 1)); err == nil || providers.IsInsufficientCapacity(err) {
 		t.Fatalf("launch over a foreign VM: %v", err)
 	}
@@ -158,8 +159,7 @@ func TestLaunchIsIdempotentByName(t *testing.T) {
 // restarted daemon would be.
 func newProviderLike(t *testing.T, e *env) *Provider {
 	t.Helper()
-	p, err := New(context.Background(), e.p.cfg, WithClock(e.clk), WithCredential(tokenCredential{}), WithTransport(e.wire),
-		WithHTTPClient(e.prices.srv.Client()), WithRetry(policy.RetryOptions{MaxRetries: 2, RetryDelay: time.Millisecond}))
+	p, err := New(context.Background(), e.p.cfg, fakeOptions(e.cloud, e.clk)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,13 +174,14 @@ func TestLaunchCapacityError(t *testing.T) {
 		{"ZonalAllocationFailed", false},
 		{"SkuNotAvailable", false},
 		{"QuotaExceeded", true},
+		{"OperationNotAllowed", true}, // the regional Spot vCPU quota
 	}
 	for _, tt := range tests {
 		t.Run(tt.code, func(t *testing.T) {
 			e := newEnv(t)
 			c := e.watch(t)
 			o := e.offer(t, "azure/eastus/eastus-1/Standard_ND96asr_v4/spot")
-			e.arm.syncErr["sw-"] = tt.code
+			e.cloud.RefuseCreates("sw-", azurefake.CapacityFailure(tt.code))
 			_, err := e.p.Launch(context.Background(), launchReq(o, "job-7f3a-a2", 1))
 			var ice *providers.InsufficientCapacityError
 			if !errors.As(err, &ice) || ice.OfferID != o.ID() || !strings.Contains(ice.Reason, tt.code) {
@@ -208,15 +209,15 @@ func TestLaunchCapacityError(t *testing.T) {
 				return nil
 			})
 			// A second launch inside the TTL does not even ask Azure.
-			before := len(e.arm.createRequests())
+			before := len(e.cloud.Creates())
 			if _, err := e.p.Launch(context.Background(), launchReq(o, "job-7f3a-a3", 1)); !providers.IsInsufficientCapacity(err) {
 				t.Fatalf("second launch: %v", err)
 			}
-			if len(e.arm.createRequests()) != before {
+			if len(e.cloud.Creates()) != before {
 				t.Error("a marked offer was asked for again")
 			}
 			// After the TTL the offer is back, and watchers are told.
-			delete(e.arm.syncErr, "sw-")
+			e.cloud.ClearFailures()
 			e.clk.Advance(DefaultCapacityTTL)
 			e.tick(t)
 			if got := e.offer(t, o.ID()); got.Capacity == providers.CapacityNone || !got.HasCapacity(1) {
@@ -240,12 +241,12 @@ func TestLaunchCapacityError(t *testing.T) {
 func TestLaunchPartialMultiNodeIsUndone(t *testing.T) {
 	e := newEnv(t)
 	o := e.offer(t, "azure/eastus/eastus-1/Standard_ND96asr_v4/on-demand")
-	e.arm.syncErr[vmName("job-big-a1", 1)] = "AllocationFailed"
+	e.cloud.RefuseCreates(vmName("job-big-a1", 1), azurefake.CapacityFailure("AllocationFailed"))
 	_, err := e.p.Launch(context.Background(), launchReq(o, "job-big-a1", 2))
 	if !providers.IsInsufficientCapacity(err) {
 		t.Fatalf("err = %v", err)
 	}
-	if del := e.arm.deleted(); len(del) != 1 || del[0] != vmName("job-big-a1", 0) {
+	if del := e.cloud.Deleted(); len(del) != 1 || del[0] != vmName("job-big-a1", 0) {
 		t.Fatalf("deleted %v, want node 0 undone", del)
 	}
 	insts, err := e.p.Instances(context.Background())
@@ -262,35 +263,27 @@ func TestLaunchPartialMultiNodeIsUndone(t *testing.T) {
 func TestLaunchThrottledThenServed(t *testing.T) {
 	e := newEnv(t)
 	o := e.offer(t, "azure/eastus/eastus-1/Standard_NC24ads_A100_v4/spot")
-	e.wire.mu.Lock()
-	e.wire.throttle[http.MethodPut] = 1
-	e.wire.retryAfter = "1" // ARM says seconds; the retry policy honours it
-	e.wire.mu.Unlock()
+	e.cloud.Throttle(http.MethodPut, 1, time.Second) // the retry policy honours Retry-After
 	start := time.Now()
 	insts, err := e.p.Launch(context.Background(), launchReq(o, "job-7f3a-a2", 1))
 	if err != nil {
 		t.Fatalf("launch after a 429: %v", err)
 	}
-	if len(insts) != 1 || e.wire.count(http.MethodPut) != 2 {
-		t.Fatalf("%d instances, %d PUTs; want 1 and 2", len(insts), e.wire.count(http.MethodPut))
+	if len(insts) != 1 || e.cloud.Calls(http.MethodPut) != 2 {
+		t.Fatalf("%d instances, %d PUTs; want 1 and 2", len(insts), e.cloud.Calls(http.MethodPut))
 	}
 	if waited := time.Since(start); waited < 900*time.Millisecond {
 		t.Errorf("retried after %s; Retry-After said 1s", waited)
 	}
 
 	// Throttling beyond the retries is a ThrottledError, not capacity.
-	e.wire.mu.Lock()
-	e.wire.throttle[http.MethodPut] = 10
-	e.wire.retryAfter = "0"
-	e.wire.mu.Unlock()
+	e.cloud.Throttle(http.MethodPut, 10, 0)
 	_, err = e.p.Launch(context.Background(), launchReq(o, "job-7f3a-a3", 1))
 	if !IsThrottled(err) || providers.IsInsufficientCapacity(err) {
 		t.Fatalf("err = %v, want throttled", err)
 	}
 	// A Retry-After beyond the policy's cap is not waited for.
-	e.wire.mu.Lock()
-	e.wire.retryAfter = "600"
-	e.wire.mu.Unlock()
+	e.cloud.Throttle(http.MethodPut, 10, 10*time.Minute)
 	start = time.Now()
 	_, err = e.p.Launch(context.Background(), launchReq(o, "job-7f3a-a4", 1))
 	var te *ThrottledError
@@ -327,12 +320,14 @@ func TestLaunchInterruptedIsCompletedByRetry(t *testing.T) {
 	e := newEnv(t)
 	o := e.offer(t, "azure/eastus/eastus-1/Standard_ND96asr_v4/on-demand")
 	req := launchReq(o, "job-big-a1", 2)
-	// Node 1's PUT fails for a reason that is not capacity.
-	e.arm.syncErr[vmName("job-big-a1", 1)] = "InternalServerError"
+	// Node 1's PUT fails for a reason that is not capacity (and
+	// outlasts the SDK's retries).
+	e.cloud.RefuseCreates(vmName("job-big-a1", 1), azurefake.Failure{Status: http.StatusInternalServerError,
+		Code: "InternalExecutionError", Message: "An internal execution error occurred. Please retry later."})
 	if _, err := e.p.Launch(context.Background(), req); err == nil || providers.IsInsufficientCapacity(err) {
 		t.Fatalf("err = %v", err)
 	}
-	delete(e.arm.syncErr, vmName("job-big-a1", 1))
+	e.cloud.ClearFailures()
 	insts, err := e.p.Launch(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -340,7 +335,9 @@ func TestLaunchInterruptedIsCompletedByRetry(t *testing.T) {
 	if len(insts) != 2 || insts[0].State != providers.InstancePending || insts[1].State != providers.InstancePending {
 		t.Fatalf("retry: %+v", insts)
 	}
-	if n, del := len(e.arm.createRequests()), e.arm.deleted(); n != 3 || len(del) != 0 {
+	// Node 0 once, node 1 refused three times (a try and two retries),
+	// then node 1 on the retry.
+	if n, del := len(e.cloud.Creates()), e.cloud.Deleted(); n != 5 || len(del) != 0 {
 		t.Fatalf("%d creates and deletions %v; want node 0 kept and node 1 created on the retry", n, del)
 	}
 }

@@ -108,7 +108,11 @@ func TestRetailPricesBecomeOffers(t *testing.T) {
 	}
 	// The feed was paged (15 rows, 4 a page), every request asked for
 	// the region and the configured sizes.
-	for _, f := range e.prices.requests {
+	reqs := e.cloud.PriceRequests()
+	if len(reqs) != 2 {
+		t.Errorf("%d first-page requests, want one per region", len(reqs))
+	}
+	for _, f := range reqs {
 		if !strings.Contains(f, "armSkuName eq 'Standard_ND96asr_v4'") {
 			t.Errorf("filter %q does not name the sizes", f)
 		}
@@ -117,7 +121,7 @@ func TestRetailPricesBecomeOffers(t *testing.T) {
 
 func TestPricesFallBackToCatalog(t *testing.T) {
 	e := newEnv(t)
-	e.prices.setFail("westus2", http.StatusInternalServerError)
+	e.cloud.FailPrices("westus2", http.StatusInternalServerError)
 	offers, err := e.p.Offers(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +147,7 @@ func TestPricesFallBackToCatalog(t *testing.T) {
 	}
 
 	// The API comes back: the next refresh is live, and says so once.
-	e.prices.setFail("westus2", 0)
+	e.cloud.FailPrices("westus2", 0)
 	if _, err := e.p.refreshPrices(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
@@ -160,9 +164,7 @@ func TestPricesFallBackToCatalog(t *testing.T) {
 
 func TestPricesThrottledThenServed(t *testing.T) {
 	e := newEnv(t)
-	e.prices.mu.Lock()
-	e.prices.throttle = 2 // the retry policy allows two retries
-	e.prices.mu.Unlock()
+	e.cloud.ThrottlePrices(2) // the retry policy allows two retries
 	if _, err := e.p.Offers(context.Background()); err != nil {
 		t.Fatal(err)
 	}

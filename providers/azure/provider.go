@@ -66,8 +66,8 @@ func WithLogger(l *zap.Logger) Option { return func(o *options) { o.log = l } }
 // DefaultAzureCredential).
 func WithCredential(c azcore.TokenCredential) Option { return func(o *options) { o.cred = c } }
 
-// WithTransport sends ARM requests through t (the armcompute fake
-// server's transport in tests) instead of the network.
+// WithTransport sends ARM requests through t (azurefake's Transport in
+// tests) instead of the network.
 func WithTransport(t policy.Transporter) Option { return func(o *options) { o.transport = t } }
 
 // WithHTTPClient sets the HTTP client for the Retail Prices API and IMDS.

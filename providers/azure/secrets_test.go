@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/spotwise/spotwise/providers"
+	"github.com/spotwise/spotwise/providers/azure/azurefake"
 )
 
 // TestNoSecretsInLogs runs the provider through launches, a capacity
@@ -22,12 +23,12 @@ func TestNoSecretsInLogs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.arm.set(insts[0].ID, "Succeeded", "running")
-	e.arm.asyncErr["sw-job-fail"] = "AllocationFailed"
+	e.setState(t, insts[0].ID, "Succeeded", "running")
+	e.cloud.FailProvisioning("sw-job-fail", azurefake.CapacityFailure("AllocationFailed"))
 	if _, err := e.p.Launch(ctx, launchReq(spot, "job-fail-a1", 1)); err != nil {
 		t.Fatal(err)
 	}
-	e.arm.syncErr["sw-job-full"] = "ZonalAllocationFailed"
+	e.cloud.RefuseCreates("sw-job-full", azurefake.CapacityFailure("ZonalAllocationFailed"))
 	od := e.offer(t, "azure/eastus/eastus-2/Standard_NC24ads_A100_v4/on-demand")
 	if _, err := e.p.Launch(ctx, launchReq(od, "job-full-a1", 1)); !providers.IsInsufficientCapacity(err) {
 		t.Fatalf("capacity error: %v", err)
@@ -37,7 +38,9 @@ func TestNoSecretsInLogs(t *testing.T) {
 	if err := e.p.Terminate(ctx, insts[1].ID); err != nil {
 		t.Fatal(err)
 	}
-	e.arm.remove(insts[0].ID)
+	if err := e.cloud.Evict(insts[0].ID); err != nil {
+		t.Fatal(err)
+	}
 	e.tick(t)
 	waitFor(t, func() error {
 		if _, ok := c.find(providers.EventInstanceTerminated, func(ev providers.Event) bool { return ev.Reason == ReasonEvicted }); !ok {
@@ -47,19 +50,17 @@ func TestNoSecretsInLogs(t *testing.T) {
 	})
 
 	// The token was really used: every ARM request carried it.
-	e.wire.mu.Lock()
-	for _, a := range e.wire.auth {
-		if a != "Bearer "+testToken {
+	for _, a := range e.cloud.Authorizations() {
+		if a != "Bearer "+azurefake.AccessToken {
 			t.Errorf("Authorization %q", a)
 		}
 	}
-	e.wire.mu.Unlock()
 
 	var customData []string
-	for _, vm := range e.arm.createRequests() {
-		customData = append(customData, *vm.Properties.OSProfile.CustomData)
+	for _, cr := range e.cloud.Creates() {
+		customData = append(customData, *cr.Request.Properties.OSProfile.CustomData, cr.CustomData)
 	}
-	secrets := append([]string{testToken, testSSHKey, strings.Fields(testSSHKey)[1]}, customData...)
+	secrets := append([]string{azurefake.AccessToken, testSSHKey, strings.Fields(testSSHKey)[1]}, customData...)
 	entries := e.logs.All()
 	if len(entries) < 5 {
 		t.Fatalf("only %d log lines; the test should exercise the logging", len(entries))
@@ -75,9 +76,9 @@ func TestNoSecretsInLogs(t *testing.T) {
 
 	// Configuration errors do not echo the key either.
 	cfg := testConfig("https://prices.example")
-	cfg.SSHPublicKey = "ssh-rsa not base64 !!! " + testToken
+	cfg.SSHPublicKey = "ssh-rsa not base64 !!! " + azurefake.AccessToken
 	err = cfg.Validate()
-	if err == nil || strings.Contains(err.Error(), testToken) {
+	if err == nil || strings.Contains(err.Error(), azurefake.AccessToken) {
 		t.Fatalf("Validate = %v", err)
 	}
 }

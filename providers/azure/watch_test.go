@@ -2,13 +2,13 @@ package azure
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/spotwise/spotwise/providers"
+	"github.com/spotwise/spotwise/providers/azure/azurefake"
 )
 
 func TestWatchReportsRunningAndEviction(t *testing.T) {
@@ -33,7 +33,7 @@ func TestWatchReportsRunningAndEviction(t *testing.T) {
 		t.Fatal("running reported while the VM is still starting")
 	}
 	// Azure finishes: running.
-	e.arm.set(name, "Succeeded", "running")
+	e.setState(t, name, "Succeeded", "running")
 	e.tick(t)
 	var running providers.Event
 	waitFor(t, func() error {
@@ -54,7 +54,12 @@ func TestWatchReportsRunningAndEviction(t *testing.T) {
 	}
 
 	// Azure evicts the Spot VM (Delete policy: it is gone).
-	e.arm.remove(name)
+	if err := e.cloud.Evict(name); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.cloud.VM(name); ok {
+		t.Fatal("an evicted VM with the Delete policy is still there")
+	}
 	e.tick(t)
 	var ended providers.Event
 	waitFor(t, func() error {
@@ -111,10 +116,10 @@ func TestWatchStateMapping(t *testing.T) {
 			}
 			name := insts[0].ID
 			if tt.wantRunning {
-				e.arm.set(name, "Succeeded", "running")
+				e.setState(t, name, "Succeeded", "running")
 				e.tick(t)
 			}
-			e.arm.set(name, tt.provision, tt.power)
+			e.setState(t, name, tt.provision, tt.power)
 			e.tick(t)
 			var ev providers.Event
 			waitFor(t, func() error {
@@ -132,7 +137,7 @@ func TestWatchStateMapping(t *testing.T) {
 			}
 			if tt.wantKind == providers.EventInstanceFailed {
 				waitFor(t, func() error {
-					if len(e.arm.deleted()) == 0 {
+					if len(e.cloud.Deleted()) == 0 {
 						return errors.New("the failed VM was not deleted")
 					}
 					return nil
@@ -147,7 +152,7 @@ func TestWatchReportsAsyncCapacityFailure(t *testing.T) {
 	c := e.watch(t)
 	o := e.offer(t, "azure/eastus/eastus-3/Standard_ND96asr_v4/spot")
 	// Azure accepts the PUT, and the operation ends in ZonalAllocationFailed.
-	e.arm.asyncErr["sw-"] = "ZonalAllocationFailed"
+	e.cloud.FailProvisioning("sw-", azurefake.CapacityFailure("ZonalAllocationFailed"))
 	insts, err := e.p.Launch(context.Background(), launchReq(o, "job-7f3a-a2", 1))
 	if err != nil || insts[0].State != providers.InstancePending {
 		t.Fatalf("launch: %+v %v", insts, err)
@@ -181,15 +186,11 @@ func TestWatchRefreshesPricesOnSchedule(t *testing.T) {
 		}
 		return nil
 	})
-	e.prices.mu.Lock()
-	before := len(e.prices.requests)
-	e.prices.rows["eastus"][0]["retailPrice"] = json.Number("3.5") // the on-demand A100 row
-	e.prices.mu.Unlock()
+	before := len(e.cloud.PriceRequests())
+	e.cloud.SetPrice("eastus", "Standard_NC24ads_A100_v4", azurefake.Consumption, "3.5")
 	e.clk.Advance(time.Hour)
 	waitFor(t, func() error {
-		e.prices.mu.Lock()
-		defer e.prices.mu.Unlock()
-		if len(e.prices.requests) < before+2 {
+		if len(e.cloud.PriceRequests()) < before+2 {
 			return errors.New("prices not read again")
 		}
 		return nil
@@ -207,4 +208,50 @@ func TestWatchRefreshesPricesOnSchedule(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestWatchOnAFakeThatRunsByItself is what a daemon sees of the fake left
+// to itself: the VM runs without the test's help, and a Spot eviction is
+// reported under either eviction policy.
+func TestWatchOnAFakeThatRunsByItself(t *testing.T) {
+	for _, evict := range []string{EvictDelete, EvictDeallocate} {
+		t.Run(evict, func(t *testing.T) {
+			e := newEnvOn(t, azurefake.New(), func(c *Config) { c.SpotEvictionPolicy = evict })
+			c := e.watch(t)
+			insts, err := e.p.Launch(context.Background(), launchReq(e.offer(t, "azure/eastus/eastus-1/Standard_NC24ads_A100_v4/spot"), "job-7f3a-a2", 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := insts[0].ID
+			e.tick(t)
+			waitFor(t, func() error {
+				if _, ok := c.find(providers.EventInstanceRunning, nil); !ok {
+					return errors.New("no running event")
+				}
+				return nil
+			})
+			if err := e.cloud.Evict(name); err != nil {
+				t.Fatal(err)
+			}
+			e.tick(t)
+			waitFor(t, func() error {
+				ev, ok := c.find(providers.EventInstanceTerminated, nil)
+				if !ok {
+					return errors.New("no terminated event")
+				}
+				if ev.Reason != ReasonEvicted || ev.Instance.ID != name {
+					return fmt.Errorf("terminated event %+v", ev)
+				}
+				return nil
+			})
+			// With Deallocate the VM stays, deallocated; nothing deletes it.
+			vm, there := e.cloud.VM(name)
+			if there != (evict == EvictDeallocate) || there && vm.Power != "deallocated" {
+				t.Fatalf("after the eviction: VM there %v, %+v", there, vm)
+			}
+			if n := c.count(providers.EventInstanceTerminated); n != 1 {
+				t.Fatalf("%d terminated events", n)
+			}
+		})
+	}
 }
