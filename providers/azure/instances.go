@@ -177,7 +177,15 @@ func (p *Provider) syncInstances(ctx context.Context) error {
 			redelete = append(redelete, ob.inst.ID)
 			continue
 		}
+		ended := rec.inst.State.Ended()
 		p.transitionLocked(rec, state, reason, now)
+		if state == providers.InstanceTerminated && !ended && !rec.terminating && ob.provisioning != "Deleting" {
+			// Deallocated or stopped (a Spot eviction with the Deallocate
+			// policy, or someone else): nothing restarts it, so its
+			// remains are deleted rather than left to cost money.
+			rec.terminating = true
+			redelete = append(redelete, ob.inst.ID)
+		}
 	}
 	for name, rec := range p.records {
 		if seen[name] || rec.inst.State.Ended() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -244,10 +245,17 @@ func TestWatchOnAFakeThatRunsByItself(t *testing.T) {
 				}
 				return nil
 			})
-			// With Deallocate the VM stays, deallocated; nothing deletes it.
-			vm, there := e.cloud.VM(name)
-			if there != (evict == EvictDeallocate) || there && vm.Power != "deallocated" {
-				t.Fatalf("after the eviction: VM there %v, %+v", there, vm)
+			// With Deallocate the VM stays, deallocated, until the
+			// provider deletes its remains; nothing is left either way.
+			e.tick(t)
+			waitFor(t, func() error {
+				if vm, there := e.cloud.VM(name); there {
+					return fmt.Errorf("after the eviction the VM is still there: %+v", vm)
+				}
+				return nil
+			})
+			if deleted := e.cloud.Deleted(); slices.Contains(deleted, name) != (evict == EvictDeallocate) {
+				t.Fatalf("deleted %v: the provider deletes only a deallocated VM's remains", deleted)
 			}
 			if n := c.count(providers.EventInstanceTerminated); n != 1 {
 				t.Fatalf("%d terminated events", n)
