@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/spotwise/spotwise/providers/aws/awsfake"
 )
 
 // exampleYAML is the configuration documented in the package's README
@@ -74,9 +76,9 @@ func TestConfigExample(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	good := func() Config {
-		return testConfig("http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:3").WithDefaults()
-	}
+	cloud := awsfake.Start()
+	t.Cleanup(cloud.Close)
+	good := func() Config { return testConfig(cloud).WithDefaults() }
 	tests := []struct {
 		name  string
 		mod   func(*Config)

@@ -11,44 +11,26 @@ import (
 
 	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/providers"
+	"github.com/spotwise/spotwise/providers/aws/awsfake"
 )
-
-// EventBridge events as they arrive on the queue (shapes from the EC2 and
-// AWS Health documentation).
-func spotWarning(id, instance, at string) string {
-	return fmt.Sprintf(`{"version":"0","id":%q,"detail-type":"EC2 Spot Instance Interruption Warning","source":"aws.ec2",
-"account":"123456789012","time":%q,"region":"us-east-1","resources":["arn:aws:ec2:us-east-1a:instance/%s"],
-"detail":{"instance-id":%q,"instance-action":"terminate"}}`, id, at, instance, instance)
-}
-
-func rebalance(id, instance, at string) string {
-	return fmt.Sprintf(`{"version":"0","id":%q,"detail-type":"EC2 Instance Rebalance Recommendation","source":"aws.ec2",
-"account":"123456789012","time":%q,"region":"us-east-1","resources":["arn:aws:ec2:us-east-1a:instance/%s"],
-"detail":{"instance-id":%q}}`, id, at, instance, instance)
-}
-
-func stateChange(id, instance, state, at string) string {
-	return fmt.Sprintf(`{"version":"0","id":%q,"detail-type":"EC2 Instance State-change Notification","source":"aws.ec2",
-"account":"123456789012","time":%q,"region":"us-east-1","resources":["arn:aws:ec2:us-east-1:123456789012:instance/%s"],
-"detail":{"instance-id":%q,"state":%q}}`, id, at, instance, instance, state)
-}
-
-func healthRetirement(id, instance string) string {
-	return fmt.Sprintf(`{"version":"0","id":%q,"detail-type":"AWS Health Event","source":"aws.health","account":"123456789012",
-"time":"2025-06-01T12:00:00Z","region":"us-east-1","resources":[%q],
-"detail":{"eventArn":"arn:aws:health:us-east-1::event/EC2/AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED/AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED_ABC123",
-"service":"EC2","eventTypeCode":"AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED","eventTypeCategory":"scheduledChange",
-"startTime":"Sat, 07 Jun 2025 15:10:09 GMT","endTime":"Sat, 07 Jun 2025 21:10:09 GMT",
-"eventDescription":[{"language":"en_US","latestDescription":"EC2 has detected degradation of the underlying hardware hosting your Amazon EC2 instance."}],
-"affectedEntities":[{"entityValue":%q,"tags":{}}]}}`, id, instance, instance)
-}
 
 func TestInterruptionQueue(t *testing.T) {
 	type step struct {
-		body  func(inst, stranger string) string
+		// body is the message; nil sends the previous step's again.
+		body  func(c *awsfake.Cloud, inst, stranger string) string
 		state string // the fake's state for the instance before the message
 		code  string
 	}
+	warning := func(at time.Time) func(*awsfake.Cloud, string, string) string {
+		return func(c *awsfake.Cloud, i, _ string) string { return c.SpotInterruptionWarning(i, at) }
+	}
+	change := func(state string, at time.Time) func(*awsfake.Cloud, string, string) string {
+		return func(c *awsfake.Cloud, i, _ string) string { return c.StateChange(i, state, at) }
+	}
+	raw := func(body string) func(*awsfake.Cloud, string, string) string {
+		return func(*awsfake.Cloud, string, string) string { return body }
+	}
+	retirement := time.Date(2025, 6, 7, 15, 10, 9, 0, time.UTC)
 	tests := []struct {
 		name        string
 		steps       []step
@@ -60,49 +42,42 @@ func TestInterruptionQueue(t *testing.T) {
 		wantGarbled int64
 	}{
 		{name: "spot interruption warning", wantKind: providers.EventSpotInterruption, wantCount: 1,
-			steps:    []step{{body: func(i, _ string) string { return spotWarning("ev-1", i, "2025-06-01T12:05:00Z") }}},
-			wantDead: time.Date(2025, 6, 1, 12, 7, 0, 0, time.UTC), wantReason: "spot interruption warning (terminate)"},
+			steps:    []step{{body: warning(t0.Add(5 * time.Minute))}},
+			wantDead: t0.Add(7 * time.Minute), wantReason: "spot interruption warning (terminate)"},
 		{name: "the same warning delivered twice reports once", wantKind: providers.EventSpotInterruption, wantCount: 1,
-			steps: []step{
-				{body: func(i, _ string) string { return spotWarning("ev-1", i, "2025-06-01T12:05:00Z") }},
-				{body: func(i, _ string) string { return spotWarning("ev-1", i, "2025-06-01T12:05:00Z") }},
-			}, wantDead: time.Date(2025, 6, 1, 12, 7, 0, 0, time.UTC)},
+			steps: []step{{body: warning(t0.Add(5 * time.Minute))}, {}}, wantDead: t0.Add(7 * time.Minute)},
 		{name: "rebalance recommendation", wantKind: providers.EventRebalance, wantCount: 1,
-			steps: []step{{body: func(i, _ string) string { return rebalance("ev-2", i, "2025-06-01T12:03:00Z") }}}},
+			steps: []step{{body: func(c *awsfake.Cloud, i, _ string) string { return c.RebalanceRecommendation(i, t0.Add(3*time.Minute)) }}}},
 		{name: "running", wantKind: providers.EventInstanceRunning, wantCount: 1, wantState: providers.InstanceRunning,
-			steps: []step{{body: func(i, _ string) string { return stateChange("ev-3", i, "running", "2025-06-01T12:01:30Z") }, state: "running"}}},
-		{name: "pending says nothing new", steps: []step{{body: func(i, _ string) string { return stateChange("ev-4", i, "pending", "2025-06-01T12:00:01Z") }}}},
+			steps: []step{{body: change("running", t0.Add(90*time.Second)), state: "running"}}},
+		{name: "pending says nothing new", steps: []step{{body: change("pending", t0.Add(time.Second))}}},
 		{name: "reclaimed after a warning: terminated once", wantKind: providers.EventInstanceTerminated, wantCount: 1,
 			wantState: providers.InstanceTerminated, wantReason: ReasonSpotReclaim,
 			steps: []step{
-				{body: func(i, _ string) string { return spotWarning("ev-5", i, "2025-06-01T12:05:00Z") }},
-				{body: func(i, _ string) string { return stateChange("ev-6", i, "shutting-down", "2025-06-01T12:07:00Z") }, state: "shutting-down"},
-				{body: func(i, _ string) string { return stateChange("ev-7", i, "terminated", "2025-06-01T12:08:00Z") }, state: "terminated"},
+				{body: warning(t0.Add(5 * time.Minute))},
+				{body: change("shutting-down", t0.Add(7*time.Minute)), state: "shutting-down"},
+				{body: change("terminated", t0.Add(8*time.Minute)), state: "terminated"},
 			}},
 		{name: "hardware failure while starting", wantKind: providers.EventInstanceFailed, wantCount: 1, wantState: providers.InstanceFailed,
 			wantReason: "Server.InternalError: Internal error on launch",
-			steps: []step{{body: func(i, _ string) string { return stateChange("ev-8", i, "terminated", "2025-06-01T12:01:00Z") },
-				state: "terminated", code: "Server.InternalError"}}},
+			steps:      []step{{body: change("terminated", t0.Add(time.Minute)), state: "terminated", code: "Server.InternalError"}}},
 		{name: "scheduled retirement", wantKind: providers.EventMaintenance, wantCount: 1, wantReason: "scheduled change: AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED",
-			steps:    []step{{body: func(i, _ string) string { return healthRetirement("ev-9", i) }}},
-			wantDead: time.Date(2025, 6, 7, 15, 10, 9, 0, time.UTC)},
+			steps:    []step{{body: func(c *awsfake.Cloud, i, _ string) string { return c.HealthScheduledChange(i, "", retirement) }}},
+			wantDead: retirement},
 		{name: "an instance spotwise did not launch is dropped",
 			steps: []step{
-				{body: func(_, s string) string { return spotWarning("ev-10", s, "2025-06-01T12:05:00Z") }},
-				{body: func(_, _ string) string { return spotWarning("ev-11", "i-0fffffffffffffff0", "2025-06-01T12:05:00Z") }},
+				{body: func(c *awsfake.Cloud, _, s string) string { return c.SpotInterruptionWarning(s, t0.Add(5*time.Minute)) }},
+				{body: func(c *awsfake.Cloud, _, _ string) string {
+					return c.SpotInterruptionWarning("i-0fffffffffffffff0", t0.Add(5*time.Minute))
+				}},
 			}},
 		{name: "a garbled message is deleted and counted", wantGarbled: 2,
 			steps: []step{
-				{body: func(_, _ string) string {
-					return `{"detail-type": "EC2 Spot Instance Interruption Warning", "detail": 42`
-				}},
-				{body: func(_, _ string) string {
-					return `{"id":"ev-12","detail-type":"EC2 Spot Instance Interruption Warning","time":"2025-06-01T12:05:00Z","detail":{}}`
-				}},
+				{body: raw(`{"detail-type": "EC2 Spot Instance Interruption Warning", "detail": 42`)},
+				{body: raw(`{"id":"ev-12","detail-type":"EC2 Spot Instance Interruption Warning","time":"2025-06-01T12:05:00Z","detail":{}}`)},
 			}},
-		{name: "other event kinds are ignored", steps: []step{{body: func(_, _ string) string {
-			return `{"version":"0","id":"ev-13","detail-type":"EC2 AMI State Change","source":"aws.ec2","time":"2025-06-01T12:00:00Z","region":"us-east-1","detail":{"State":"available"}}`
-		}}}},
+		{name: "other event kinds are ignored", steps: []step{{body: raw(
+			`{"version":"0","id":"ev-13","detail-type":"EC2 AMI State Change","source":"aws.ec2","time":"2025-06-01T12:00:00Z","region":"us-east-1","detail":{"State":"available"}}`)}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,17 +87,20 @@ func TestInterruptionQueue(t *testing.T) {
 				t.Fatal(err)
 			}
 			inst := insts[0]
-			h.ec2.mu.Lock()
-			stranger := h.ec2.launch(1, "p3.2xlarge", "us-east-1a", "spot", "", map[string]string{"Name": "not spotwise"})[0]
-			h.ec2.mu.Unlock()
+			stranger := h.cloud.AddInstance(awsfake.Instance{Zone: "us-east-1a", InstanceType: "p3.2xlarge", Market: awsfake.MarketSpot,
+				Tags: map[string]string{"Name": "not spotwise"}})
 			w := h.watch()
+			var body string
 			for _, s := range tt.steps {
 				if s.state != "" {
-					h.ec2.setState(inst.ID, s.state, s.code, map[string]string{"Server.InternalError": "Server.InternalError: Internal error on launch"}[s.code])
+					h.setState(inst.ID, s.state, s.code)
 				}
-				id := h.sqs.send(s.body(inst.ID, stranger))
+				if s.body != nil {
+					body = s.body(h.cloud, inst.ID, stranger)
+				}
+				id := h.cloud.Send(body)
 				testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
-					if !slices.Contains(h.sqs.deletedIDs(), id) {
+					if !slices.Contains(h.cloud.Deleted(), id) {
 						return fmt.Errorf("message %s not deleted", id)
 					}
 					return nil
@@ -131,9 +109,9 @@ func TestInterruptionQueue(t *testing.T) {
 			if tt.wantKind != "" {
 				w.waitFor(t, string(tt.wantKind), func(e providers.Event) bool { return e.Kind == tt.wantKind })
 			}
-			h.sqs.send(rebalance("sentinel", "i-0fffffffffffffff0", "2025-06-01T12:00:00Z")) // everything before it was handled
+			h.cloud.SendRebalanceRecommendation("i-0fffffffffffffff0", t0) // a sentinel: everything before it was handled
 			testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
-				if len(h.sqs.deletedIDs()) < len(tt.steps)+1 {
+				if len(h.cloud.Deleted()) < len(tt.steps)+1 {
 					return fmt.Errorf("sentinel not handled")
 				}
 				return nil
@@ -187,7 +165,7 @@ func TestWatchPollsPendingInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := h.watch()
-	h.ec2.setState(insts[1].ID, "running", "", "")
+	h.setState(insts[1].ID, "running", "")
 	waitTimers(t, h, 2) // the refresh loop and the poll
 	h.clk.Advance(time.Minute)
 	e := w.waitFor(t, "running", func(e providers.Event) bool { return e.Kind == providers.EventInstanceRunning })
@@ -196,7 +174,7 @@ func TestWatchPollsPendingInstances(t *testing.T) {
 		t.Errorf("event instance %+v", e.Instance)
 	}
 	// Another round reports nothing twice; the other node's start is reported.
-	h.ec2.setState(insts[0].ID, "running", "", "")
+	h.setState(insts[0].ID, "running", "")
 	waitTimers(t, h, 2)
 	h.clk.Advance(time.Minute)
 	w.waitFor(t, "node 0 running", func(e providers.Event) bool {
@@ -210,6 +188,42 @@ func TestWatchPollsPendingInstances(t *testing.T) {
 	}
 }
 
+// TestWatchSeesInstancesBootByThemselves runs the fake as AWS behaves:
+// instances boot and shut down by themselves and every state change comes
+// on the queue. Each transition is reported once, at the time EC2 gave.
+func TestWatchSeesInstancesBootByThemselves(t *testing.T) {
+	h := newHarnessWith(t, []awsfake.Option{awsfake.WithBootDelay(30 * time.Second), awsfake.WithStateChangeEvents()})
+	ctx := context.Background()
+	insts, err := h.p.Launch(ctx, launchReq(h.offer("us-east-1a", "p3.2xlarge", providers.Spot), "j-7f3a-a2", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := insts[0].ID
+	w := h.watch()
+	h.clk.Advance(30 * time.Second) // booted; the poll (every minute) has not run
+	e := w.waitFor(t, "running", func(e providers.Event) bool { return e.Kind == providers.EventInstanceRunning })
+	if e.Instance.ID != id || !e.Time.Equal(t0.Add(30*time.Second)) || !e.Instance.RunningAt.Equal(t0.Add(30*time.Second)) {
+		t.Errorf("running event %+v (instance %+v)", e, e.Instance)
+	}
+	if err := h.p.Terminate(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	e = w.waitFor(t, "terminated", func(e providers.Event) bool { return e.Kind == providers.EventInstanceTerminated })
+	if e.Instance.ID != id || e.Reason != ReasonTerminated {
+		t.Errorf("terminated event %+v", e)
+	}
+	h.clk.Advance(30 * time.Second) // shutting-down -> terminated comes too
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if in, _ := h.cloud.Instance(id); in.State != "terminated" || h.cloud.InFlight() > 0 || len(h.cloud.Deleted()) < 4 {
+			return fmt.Errorf("%s; %d messages deleted", in.State, len(h.cloud.Deleted()))
+		}
+		return nil
+	})
+	if n := len(w.all(providers.EventInstanceRunning)) + len(w.all(providers.EventInstanceTerminated)); n != 2 {
+		t.Errorf("%d instance events, want 2: %+v", n, w.allBut(providers.EventOffers))
+	}
+}
+
 func TestWatchRefreshesOnSchedule(t *testing.T) {
 	h := newHarness(t)
 	w := h.watch()
@@ -217,11 +231,9 @@ func TestWatchRefreshesOnSchedule(t *testing.T) {
 	if len(first) != 1 || first[0].Region != "us-east-1" || len(first[0].Offers) == 0 {
 		t.Fatalf("first offers: %+v", first)
 	}
-	pricing, spot := h.pricing.callCount(), h.ec2.callCount("DescribeSpotPriceHistory")
+	pricing, spot := h.cloud.PricingCalls(), h.cloud.Calls("DescribeSpotPriceHistory")
 	// The spot price moves; ten minutes later it is published.
-	h.ec2.mu.Lock()
-	h.ec2.spotPages[1] = append(h.ec2.spotPages[1], fakeSpot{"us-east-1a", "p3.2xlarge", "1.111100", t0.Add(5 * time.Minute)})
-	h.ec2.mu.Unlock()
+	h.cloud.SetSpotPrice("us-east-1a", "p3.2xlarge", "1.111100", t0.Add(5*time.Minute))
 	waitTimers(t, h, 2)
 	h.clk.Advance(10 * time.Minute)
 	e := w.waitFor(t, "refreshed offers", func(e providers.Event) bool {
@@ -232,14 +244,14 @@ func TestWatchRefreshesOnSchedule(t *testing.T) {
 	if !e.Time.Equal(t0.Add(10 * time.Minute)) {
 		t.Errorf("event time %s", e.Time)
 	}
-	if h.pricing.callCount() != pricing || h.ec2.callCount("DescribeSpotPriceHistory") == spot {
-		t.Errorf("spot refresh: price list calls %d -> %d, spot history calls %d -> %d", pricing, h.pricing.callCount(),
-			spot, h.ec2.callCount("DescribeSpotPriceHistory"))
+	if h.cloud.PricingCalls() != pricing || h.cloud.Calls("DescribeSpotPriceHistory") == spot {
+		t.Errorf("spot refresh: price list calls %d -> %d, spot history calls %d -> %d", pricing, h.cloud.PricingCalls(),
+			spot, h.cloud.Calls("DescribeSpotPriceHistory"))
 	}
 	// A capacity error republishes the region with the offer empty, and
 	// again when the mark runs out.
 	o := h.offer("us-east-1a", "p3.2xlarge", providers.Spot)
-	h.ec2.failFleet(fakeFleetError{"InsufficientInstanceCapacity", "no capacity"})
+	h.cloud.FailFleet(awsfake.FleetError{Code: "InsufficientInstanceCapacity", Message: "no capacity"})
 	if _, err := h.p.Launch(context.Background(), launchReq(o, "j-7f3a-a2", 1)); !providers.IsInsufficientCapacity(err) {
 		t.Fatalf("launch: %v", err)
 	}
@@ -287,8 +299,10 @@ func TestParseHealthTimes(t *testing.T) {
 		t.Errorf("issue event: %v %+v", err, ns)
 	}
 	// An EventBridge event wrapped by SNS reads the same.
+	c := awsfake.Start()
+	defer c.Close()
 	wrapped := fmt.Sprintf(`{"Type":"Notification","MessageId":"m","TopicArn":"arn:aws:sns:us-east-1:123456789012:t","Message":%q}`,
-		rebalance("z", "i-0123456789abcdef0", "2025-06-01T12:00:00Z"))
+		c.RebalanceRecommendation("i-0123456789abcdef0", t0))
 	if _, ns, err := parseMessage(wrapped); err != nil || len(ns) != 1 || ns[0].kind != providers.EventRebalance {
 		t.Errorf("SNS-wrapped: %v %+v", err, ns)
 	}
@@ -308,33 +322,32 @@ func TestInterruptionQueueRetries(t *testing.T) {
 	}
 	// The queue fails past the SDK's retries: the consumer backs off on
 	// the clock and carries on.
-	h.sqs.mu.Lock()
-	h.sqs.failNext = []int{503, 503}
-	h.sqs.mu.Unlock()
+	h.cloud.FailReceives(503, 503)
 	w := h.watch()
 	waitTimers(t, h, 3) // refresh, poll, and the consumer's backoff
 	h.clk.Advance(time.Second)
 
 	// EC2 cannot be asked about the instance: the message stays on the
 	// queue and comes again.
-	h.ec2.fail("DescribeInstances", fakeFault{503, "Unavailable"}, fakeFault{503, "Unavailable"})
-	id := h.sqs.send(spotWarning("ev-1", insts[0].ID, "2025-06-01T12:05:00Z"))
+	unavailable := awsfake.Fault{Status: 503, Code: "Unavailable"}
+	h.cloud.FailEC2("DescribeInstances", unavailable, unavailable)
+	id := h.cloud.SendSpotInterruptionWarning(insts[0].ID, t0.Add(5*time.Minute))
 	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
-		if h.sqs.inflightCount() != 1 || h.ec2.callCount("DescribeInstances") < 3 {
+		if h.cloud.InFlight() != 1 || h.cloud.Calls("DescribeInstances") < 3 {
 			return fmt.Errorf("message not tried yet")
 		}
 		return nil
 	})
-	if slices.Contains(h.sqs.deletedIDs(), id) || len(w.all(providers.EventSpotInterruption)) != 0 {
+	if slices.Contains(h.cloud.Deleted(), id) || len(w.all(providers.EventSpotInterruption)) != 0 {
 		t.Fatal("a message whose handling failed was deleted or reported")
 	}
-	h.sqs.redeliver()
+	h.cloud.Redeliver()
 	e := w.waitFor(t, "the warning", func(e providers.Event) bool { return e.Kind == providers.EventSpotInterruption })
 	if e.Instance.JobID != "j-7f3a" || e.Instance.IdempotencyKey != "j-7f3a-a2" || e.Instance.Node != 0 {
 		t.Errorf("instance %+v", e.Instance)
 	}
 	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
-		if !slices.Contains(h.sqs.deletedIDs(), id) {
+		if !slices.Contains(h.cloud.Deleted(), id) {
 			return fmt.Errorf("not deleted")
 		}
 		return nil

@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"slices"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/spotwise/spotwise/internal/money"
 	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/providers"
+	"github.com/spotwise/spotwise/providers/aws/awsfake"
 )
 
 // Recognisable credentials: no log line may ever contain the secret or
@@ -28,75 +30,73 @@ const (
 	testSession   = "SESSION-spotwise-do-not-log-FwoGZXIvYXdzEBY"
 )
 
-var (
-	t0              = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-	testSubnetZones = map[string]string{"subnet-0a1a2b3c4d5e6f701": "us-east-1a", "subnet-0b1a2b3c4d5e6f702": "us-east-1b"}
-)
+var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
-// harness is a provider wired to local fakes of EC2, the Price List API
-// and SQS through the real SDK clients.
+// harness is a provider wired to a fake AWS account (EC2, the Price List
+// API and SQS) through the real SDK clients.
 type harness struct {
-	t       *testing.T
-	ec2     *fakeEC2
-	pricing *fakePricing
-	sqs     *fakeSQS
-	clk     *clock.Fake
-	logs    *observer.ObservedLogs
-	core    zapcore.Core
-	cfg     Config
-	p       *Provider
+	t     *testing.T
+	cloud *awsfake.Cloud
+	clk   *clock.Fake
+	logs  *observer.ObservedLogs
+	core  zapcore.Core
+	cfg   Config
+	p     *Provider
 }
 
-func testConfig(ec2URL, pricingURL, sqsURL string) Config {
+func testConfig(c *awsfake.Cloud) Config {
 	return Config{
 		Regions: []RegionConfig{{
 			Name: "us-east-1", AMI: "ami-0abcdef1234567890",
 			Subnets:        map[string]string{"us-east-1a": "subnet-0a1a2b3c4d5e6f701", "us-east-1b": "subnet-0b1a2b3c4d5e6f702"},
 			SecurityGroups: []string{"sg-0123456789abcdef0"}, InstanceProfile: "spotwise-node", KeyName: "ops",
 		}},
-		SQSQueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/spotwise-interruptions",
-		Endpoints:   Endpoints{EC2: ec2URL, Pricing: pricingURL, SQS: sqsURL},
+		SQSQueueURL: c.QueueURL(),
+		Endpoints:   Endpoints{EC2: c.EC2URL(), Pricing: c.PricingURL(), SQS: c.SQSURL()},
 		Agent:       AgentConfig{NATSURL: "nats://nats.internal:4222", NATSCredsFile: "/etc/spotwise/agent.creds", Checkpoints: "s3://ckpt/spotwise"},
 	}
 }
 
-// seed gives the fake EC2 a small, realistic region: three GPU types over
-// three zones (us-east-1c has no subnet, so it is not sold), spot history
-// over two pages with a newer price on the second.
-func seed(f *fakeEC2, p *fakePricing) {
-	f.offerings = []fakeOffering{
-		{"p3.2xlarge", "us-east-1a"}, {"p3.2xlarge", "us-east-1b"}, {"p3.2xlarge", "us-east-1c"},
-		{"p4d.24xlarge", "us-east-1a"}, {"g5.xlarge", "us-east-1a"}, {"g5.xlarge", "us-east-1b"},
-	}
-	f.types = map[string]fakeType{
-		"p3.2xlarge":   {vcpus: 8, memMiB: 62464, gpus: 1, gpu: "V100", gpuMemMiB: 16384},
-		"p4d.24xlarge": {vcpus: 96, memMiB: 1179648, gpus: 8, gpu: "A100", gpuMemMiB: 40960},
-		"g5.xlarge":    {vcpus: 4, memMiB: 16384, gpus: 1, gpu: "A10G", gpuMemMiB: 24576},
-	}
-	f.spotPages = [][]fakeSpot{
-		{
-			{"us-east-1a", "p3.2xlarge", "0.950000", t0.Add(-2 * time.Hour)},
-			{"us-east-1b", "p3.2xlarge", "0.980000", t0.Add(-time.Hour)},
-			{"us-east-1a", "p4d.24xlarge", "8.123400", t0.Add(-3 * time.Hour)},
-		},
-		{
-			{"us-east-1a", "p3.2xlarge", "0.918100", t0.Add(-30 * time.Minute)},
-			{"us-east-1a", "g5.xlarge", "0.405100", t0.Add(-10 * time.Minute)},
-			{"us-east-1c", "p3.2xlarge", "0.700000", t0.Add(-10 * time.Minute)},
-		},
-	}
-	p.add("p3.2xlarge", "us-east-1",
-		priceDoc("p3.2xlarge", "us-east-1", "RunInstances:0004", "4.2000000000"), // Linux with SQL Web: not ours
-		priceDoc("p3.2xlarge", "us-east-1", "RunInstances", "3.0600000000"))
-	p.add("p4d.24xlarge", "us-east-1", priceDoc("p4d.24xlarge", "us-east-1", "RunInstances", "21.9576420000"))
+// startCloud starts a fake account on the test's clock, seeded with a
+// small, realistic region: three GPU types over three zones (us-east-1c
+// has no subnet, so it is not sold), spot history over two pages with the
+// newest price of us-east-1a on the second. Instances change state only
+// when a test says so, unless opts say otherwise.
+func startCloud(t *testing.T, clk *clock.Fake, opts ...awsfake.Option) *awsfake.Cloud {
+	c := awsfake.Start(append([]awsfake.Option{awsfake.WithClock(clk.Now), awsfake.WithManualStates(), awsfake.WithPageSize(3)}, opts...)...)
+	t.Cleanup(c.Close)
+	c.AddSubnet("subnet-0a1a2b3c4d5e6f701", "us-east-1a")
+	c.AddSubnet("subnet-0b1a2b3c4d5e6f702", "us-east-1b")
+	c.AddInstanceType("us-east-1", "p3.2xlarge", "us-east-1a", "us-east-1b", "us-east-1c")
+	c.AddInstanceType("us-east-1", "p4d.24xlarge", "us-east-1a")
+	c.AddInstanceType("us-east-1", "g5.xlarge", "us-east-1a", "us-east-1b")
+	c.SetSpotPrice("us-east-1a", "p3.2xlarge", "0.950000", t0.Add(-2*time.Hour)) // the last change before t0: listed
+	c.SetSpotPrice("us-east-1b", "p3.2xlarge", "0.980000", t0.Add(-time.Hour))
+	c.SetSpotPrice("us-east-1a", "p4d.24xlarge", "8.123400", t0.Add(-3*time.Hour))
+	c.SetSpotPrice("us-east-1a", "p3.2xlarge", "0.918100", t0)
+	c.SetSpotPrice("us-east-1a", "g5.xlarge", "0.405100", t0.Add(-10*time.Minute))
+	c.SetSpotPrice("us-east-1c", "p3.2xlarge", "0.700000", t0.Add(-10*time.Minute))
+	// Superseded before t0: not listed.
+	c.SetSpotPrice("us-east-1a", "p3.2xlarge", "0.500000", t0.Add(-5*time.Hour))
+	// Linux with SQL Web: not ours.
+	c.AddPriceDocument("us-east-1", "p3.2xlarge", awsfake.PriceDocument("p3.2xlarge", "us-east-1", "RunInstances:0004", "4.2000000000"))
+	c.SetOnDemandPrice("us-east-1", "p3.2xlarge", "3.0600000000")
+	c.SetOnDemandPrice("us-east-1", "p4d.24xlarge", "21.9576420000")
 	// g5.xlarge has no product: its price comes from the catalog.
+	return c
 }
 
 func newHarness(t *testing.T, mods ...func(*Config)) *harness {
 	t.Helper()
-	h := &harness{t: t, ec2: newFakeEC2(t), pricing: newFakePricing(t), sqs: newFakeSQS(t), clk: clock.NewFake(t0)}
-	seed(h.ec2, h.pricing)
-	h.cfg = testConfig(h.ec2.srv.URL, h.pricing.srv.URL, h.sqs.srv.URL)
+	return newHarnessWith(t, nil, mods...)
+}
+
+// newHarnessWith is newHarness with options for the fake account.
+func newHarnessWith(t *testing.T, opts []awsfake.Option, mods ...func(*Config)) *harness {
+	t.Helper()
+	h := &harness{t: t, clk: clock.NewFake(t0)}
+	h.cloud = startCloud(t, h.clk, opts...)
+	h.cfg = testConfig(h.cloud)
 	for _, m := range mods {
 		m(&h.cfg)
 	}
@@ -109,6 +109,34 @@ func newHarness(t *testing.T, mods ...func(*Config)) *harness {
 	}
 	h.p = p
 	return h
+}
+
+// lastForm is the last request of an EC2 action.
+func (h *harness) lastForm(action string) url.Values {
+	h.t.Helper()
+	f := h.cloud.LastForm(action)
+	if f == nil {
+		h.t.Fatalf("no %s request was made", action)
+	}
+	return f
+}
+
+// lastLaunch is the last launch that bought capacity.
+func (h *harness) lastLaunch() awsfake.Launch {
+	h.t.Helper()
+	ls := h.cloud.Launches()
+	if len(ls) == 0 {
+		h.t.Fatal("nothing was launched")
+	}
+	return ls[len(ls)-1]
+}
+
+// setState sets an instance's EC2 state.
+func (h *harness) setState(id, state, code string) {
+	h.t.Helper()
+	if err := h.cloud.SetState(id, state, code); err != nil {
+		h.t.Fatal(err)
+	}
 }
 
 func testAWSConfig() awssdk.Config {

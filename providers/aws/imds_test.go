@@ -11,11 +11,12 @@ import (
 	"github.com/spotwise/spotwise/internal/clock"
 	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/providers"
+	"github.com/spotwise/spotwise/providers/aws/awsfake"
 )
 
 // imdsRun runs an IMDSNotices against the fake until the test ends.
 type imdsRun struct {
-	f   *fakeIMDS
+	f   *awsfake.IMDS
 	clk *clock.Fake
 
 	mu      sync.Mutex
@@ -24,8 +25,9 @@ type imdsRun struct {
 
 func startIMDS(t *testing.T) *imdsRun {
 	t.Helper()
-	r := &imdsRun{f: newFakeIMDS(t), clk: clock.NewFake(t0)}
-	n := NewIMDSNotices(WithIMDSEndpoint(r.f.srv.URL), WithIMDSClock(r.clk), WithIMDSInterval(5*time.Second),
+	r := &imdsRun{f: awsfake.StartIMDS(), clk: clock.NewFake(t0)}
+	t.Cleanup(r.f.Close)
+	n := NewIMDSNotices(WithIMDSEndpoint(r.f.URL()), WithIMDSClock(r.clk), WithIMDSInterval(5*time.Second),
 		func(o *imdsOptions) { o.backoff = time.Millisecond })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -60,10 +62,10 @@ func (r *imdsRun) waitPoll(t *testing.T) {
 // poll lets one interval pass and waits for the poll to finish.
 func (r *imdsRun) poll(t *testing.T) {
 	t.Helper()
-	_, before, _ := r.f.counts()
+	_, before, _ := r.f.Counts()
 	r.clk.Advance(5 * time.Second)
 	testutil.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
-		if _, gets, _ := r.f.counts(); gets < before+3 || r.clk.Timers() != 1 {
+		if _, gets, _ := r.f.Counts(); gets < before+3 || r.clk.Timers() != 1 {
 			return fmt.Errorf("poll not done")
 		}
 		return nil
@@ -77,26 +79,35 @@ func (r *imdsRun) got() []agent.Notice {
 }
 
 func TestIMDSNotices(t *testing.T) {
+	maintenance := time.Date(2025, 6, 7, 15, 10, 9, 0, time.UTC)
 	tests := []struct {
 		name     string
-		path     string
+		announce func(*awsfake.IMDS)
+		path     string // or a raw document at a path
 		body     string
 		want     []agent.Notice
 		polls    int
 		rotating bool
 	}{
 		{name: "nothing announced", polls: 2},
-		{name: "spot instance-action", path: pathInstanceAction, body: `{"action": "terminate", "time": "2025-06-01T12:02:00Z"}`, polls: 3,
-			want: []agent.Notice{{Kind: string(providers.EventSpotInterruption), Deadline: time.Date(2025, 6, 1, 12, 2, 0, 0, time.UTC)}}},
-		{name: "rebalance recommendation", path: pathRebalance, body: `{"noticeTime": "2025-06-01T12:00:30Z"}`, polls: 3,
+		{name: "spot instance-action", announce: func(m *awsfake.IMDS) { m.SetSpotInstanceAction("terminate", t0.Add(2*time.Minute)) },
+			polls: 3, want: []agent.Notice{{Kind: string(providers.EventSpotInterruption), Deadline: t0.Add(2 * time.Minute)}}},
+		{name: "rebalance recommendation", announce: func(m *awsfake.IMDS) { m.SetRebalance(t0.Add(30 * time.Second)) }, polls: 3,
 			want: []agent.Notice{{Kind: string(providers.EventRebalance)}}},
-		{name: "scheduled maintenance", path: pathMaintenance, polls: 2,
-			body: `[{"NotBefore":"7 Jun 2025 15:10:09 GMT","Code":"system-reboot","Description":"scheduled reboot","EventId":"instance-event-0d59937288b749b32","NotAfter":"7 Jun 2025 17:00:00 GMT","State":"active"},
-{"NotBefore":"1 Jun 2025 01:00:00 GMT","Code":"system-reboot","Description":"done","EventId":"instance-event-0123","State":"completed"}]`,
-			want: []agent.Notice{{Kind: string(providers.EventMaintenance), Deadline: time.Date(2025, 6, 7, 15, 10, 9, 0, time.UTC)}}},
-		{name: "the token is refreshed when refused", path: pathInstanceAction, body: `{"action": "stop", "time": "2025-06-01T12:02:00Z"}`,
+		{name: "scheduled maintenance", polls: 2,
+			announce: func(m *awsfake.IMDS) {
+				m.SetMaintenance(
+					awsfake.MaintenanceEvent{Code: "system-reboot", Description: "scheduled reboot", NotBefore: maintenance,
+						NotAfter: maintenance.Add(2 * time.Hour)},
+					awsfake.MaintenanceEvent{Code: "system-reboot", Description: "done", State: "completed", NotBefore: t0.Add(-11 * time.Hour)})
+			},
+			want: []agent.Notice{{Kind: string(providers.EventMaintenance), Deadline: maintenance}}},
+		{name: "a raw maintenance document", path: pathMaintenance, polls: 2,
+			body: `[{"NotBefore":"7 Jun 2025 15:10:09 GMT","Code":"system-reboot","Description":"scheduled reboot","EventId":"instance-event-0d59937288b749b32","NotAfter":"7 Jun 2025 17:00:00 GMT","State":"active"}]`,
+			want: []agent.Notice{{Kind: string(providers.EventMaintenance), Deadline: maintenance}}},
+		{name: "the token is refreshed when refused", announce: func(m *awsfake.IMDS) { m.SetSpotInstanceAction("stop", t0.Add(2*time.Minute)) },
 			polls: 2, rotating: true,
-			want: []agent.Notice{{Kind: string(providers.EventSpotInterruption), Deadline: time.Date(2025, 6, 1, 12, 2, 0, 0, time.UTC)}}},
+			want: []agent.Notice{{Kind: string(providers.EventSpotInterruption), Deadline: t0.Add(2 * time.Minute)}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,12 +115,15 @@ func TestIMDSNotices(t *testing.T) {
 			if len(r.got()) != 0 {
 				t.Fatalf("notices before anything was announced: %+v", r.got())
 			}
+			if tt.announce != nil {
+				tt.announce(r.f)
+			}
 			if tt.path != "" {
-				r.f.set(tt.path, tt.body)
+				r.f.Set(tt.path, tt.body)
 			}
 			for range tt.polls {
 				if tt.rotating {
-					r.f.rotate()
+					r.f.RotateTokens()
 				}
 				r.poll(t)
 			}
@@ -122,17 +136,14 @@ func TestIMDSNotices(t *testing.T) {
 					t.Errorf("notice %d: %+v, want %+v", i, got[i], tt.want[i])
 				}
 			}
-			puts, _, refused := r.f.counts()
+			puts, _, refused := r.f.Counts()
 			switch {
 			case tt.rotating && (puts != 1+tt.polls || refused != tt.polls):
 				t.Errorf("%d token requests and %d refusals, want %d and %d", puts, refused, 1+tt.polls, tt.polls)
 			case !tt.rotating && puts != 1:
 				t.Errorf("%d token requests for one valid token", puts)
 			}
-			r.f.mu.Lock()
-			ttl := r.f.ttls[0]
-			r.f.mu.Unlock()
-			if ttl == "" || ttl == "0" {
+			if ttl := r.f.TokenTTLs()[0]; ttl == "" || ttl == "0" {
 				t.Errorf("token requested with TTL %q", ttl)
 			}
 		})

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/spotwise/spotwise/providers"
+	"github.com/spotwise/spotwise/providers/aws/awsfake"
 )
 
 func TestInstancesAndTerminate(t *testing.T) {
@@ -25,13 +26,12 @@ func TestInstancesAndTerminate(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An instance spotwise did not start is never listed.
-	h.ec2.mu.Lock()
-	h.ec2.launch(1, "p3.2xlarge", "us-east-1a", "", "", map[string]string{"Name": "someone else's"})
-	h.ec2.mu.Unlock()
+	h.cloud.AddInstance(awsfake.Instance{Zone: "us-east-1a", InstanceType: "p3.2xlarge", Tags: map[string]string{"Name": "someone else's"}})
 
-	h.ec2.setState(spot[0].ID, "running", "", "")
-	h.ec2.setState(spot[2].ID, "terminated", "Server.SpotInstanceTermination", "Server.SpotInstanceTermination: Spot instance termination")
-	h.ec2.setState(od[0].ID, "stopped", "Client.UserInitiatedShutdown", "Client.UserInitiatedShutdown: User initiated shutdown")
+	h.setState(spot[0].ID, "running", "")
+	h.setState(spot[2].ID, "terminated", "Server.SpotInstanceTermination")
+	h.setState(od[0].ID, "stopped", "Client.UserInitiatedShutdown")
+	h.clk.Advance(time.Hour) // spotwise terminates one an hour after the launch
 	if err := h.p.Terminate(ctx, spot[1].ID); err != nil {
 		t.Fatal(err)
 	}
@@ -40,12 +40,12 @@ func TestInstancesAndTerminate(t *testing.T) {
 			t.Errorf("terminating %s: %v", id, err)
 		}
 	}
-	describes := h.ec2.callCount("DescribeInstances")
+	describes := h.cloud.Calls("DescribeInstances")
 	list, err := h.p.Instances(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := h.ec2.callCount("DescribeInstances") - describes; n != 2 {
+	if n := h.cloud.Calls("DescribeInstances") - describes; n != 2 {
 		t.Errorf("%d DescribeInstances pages, want 2", n)
 	}
 	want := map[string]providers.Instance{

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spotwise/spotwise/providers"
+	"github.com/spotwise/spotwise/providers/aws/awsfake"
 )
 
 func decodeUserData(t *testing.T, b64 string) string {
@@ -40,7 +41,7 @@ func TestLaunchSpotThroughAnInstantFleet(t *testing.T) {
 			t.Errorf("instance %d: %+v", i, in)
 		}
 	}
-	f := h.ec2.lastForm("CreateFleet")
+	f := h.lastForm("CreateFleet")
 	token := clientToken("j-7f3a-a2")
 	for k, want := range map[string]string{
 		"Type":        "instant",
@@ -60,22 +61,30 @@ func TestLaunchSpotThroughAnInstantFleet(t *testing.T) {
 	if len(token) > 64 {
 		t.Errorf("client token %q is longer than 64", token)
 	}
-	tags := tagsOf(f, "TagSpecification")
+	l := h.lastLaunch()
+	if l.Market != awsfake.MarketSpot || l.Zone != "us-east-1a" || l.InstanceType != "p3.2xlarge" || l.MaxPrice != "1.500000" ||
+		l.ClientToken != token || !slices.Equal(l.InstanceIDs, []string{insts[0].ID, insts[1].ID}) {
+		t.Errorf("EC2 saw the launch as %+v", l)
+	}
+	tags := l.Tags
 	for k, want := range map[string]string{TagJob: "j-7f3a", TagAttempt: "2", TagLaunchKey: "j-7f3a-a2", TagName: "bert-large-finetune",
 		TagTeam: "nlp", TagPrice: "0.918100", TagPurchase: "spot", "Name": "spotwise bert-large-finetune a2"} {
 		if tags[k] != want {
 			t.Errorf("tag %s = %q, want %q", k, tags[k], want)
 		}
 	}
-	script := decodeUserData(t, f.Get("LaunchTemplateConfigs.1.LaunchTemplateSpecification.LaunchTemplateSpecificationUserData"))
-	for _, want := range []string{"#!/bin/bash", "--job 'j-7f3a'", "--attempt 2", "--notices aws", `--instance "$instance"`,
+	script := l.UserData
+	if decodeUserData(t, f.Get("LaunchTemplateConfigs.1.LaunchTemplateSpecification.LaunchTemplateSpecificationUserData")) != script {
+		t.Error("the fleet does not carry the launch's own user data")
+	}
+	for _, want := range []string{"#!/bin/bash", "--job 'j-7f3a'", "--attempt 2", "--notices aws", `--instance "$instance"`, "--region 'us-east-1'",
 		"--nats-url 'nats://nats.internal:4222'", "--nats-creds '/etc/spotwise/agent.creds'", "--checkpoints 's3://ckpt/spotwise'"} {
 		if !strings.Contains(script, want) {
 			t.Errorf("user data lacks %q:\n%s", want, script)
 		}
 	}
 	// The region's launch template: IMDSv2 only, made once.
-	lt := h.ec2.lastForm("CreateLaunchTemplate")
+	lt := h.lastForm("CreateLaunchTemplate")
 	if lt.Get("LaunchTemplateData.MetadataOptions.HttpTokens") != "required" || lt.Get("LaunchTemplateData.ImageId") != "ami-0abcdef1234567890" ||
 		lt.Get("LaunchTemplateData.IamInstanceProfile.Name") != "spotwise-node" || lt.Get("LaunchTemplateData.SecurityGroupId.1") != "sg-0123456789abcdef0" {
 		t.Errorf("launch template: %v", lt)
@@ -86,7 +95,7 @@ func TestLaunchSpotThroughAnInstantFleet(t *testing.T) {
 	if _, err := h.p.Launch(context.Background(), launchReq(o, "j-8b2c-a1", 1)); err != nil {
 		t.Fatal(err)
 	}
-	if n := h.ec2.callCount("CreateLaunchTemplate"); n != 1 {
+	if n := h.cloud.Calls("CreateLaunchTemplate"); n != 1 {
 		t.Errorf("%d CreateLaunchTemplate calls, want 1 (reused)", n)
 	}
 }
@@ -130,7 +139,7 @@ func TestLaunchRequests(t *testing.T) {
 			if err != nil || len(insts) != 2 {
 				t.Fatalf("launch: %v, %d instances", err, len(insts))
 			}
-			f := h.ec2.lastForm(tt.action)
+			f := h.lastForm(tt.action)
 			if f.Get("ClientToken") != clientToken("j-7f3a-a2") {
 				t.Errorf("client token %q", f.Get("ClientToken"))
 			}
@@ -144,15 +153,12 @@ func TestLaunchRequests(t *testing.T) {
 					t.Errorf("%s has %s = %q", tt.action, k, f.Get(k))
 				}
 			}
-			ud := f.Get("UserData")
-			if tt.action == "CreateFleet" {
-				ud = f.Get("LaunchTemplateConfigs.1.LaunchTemplateSpecification.LaunchTemplateSpecificationUserData")
+			l := h.lastLaunch()
+			if l.Action != tt.action || !strings.Contains(l.UserData, "--job 'j-7f3a'") {
+				t.Errorf("%s's user data does not name the job:\n%s", l.Action, l.UserData)
 			}
-			if !strings.Contains(decodeUserData(t, ud), "--job 'j-7f3a'") {
-				t.Error("user data does not name the job")
-			}
-			if tags := tagsOf(f, "TagSpecification"); tags[TagLaunchKey] != "j-7f3a-a2" || tags[TagJob] != "j-7f3a" {
-				t.Errorf("tags %v", tags)
+			if l.Tags[TagLaunchKey] != "j-7f3a-a2" || l.Tags[TagJob] != "j-7f3a" {
+				t.Errorf("tags %v", l.Tags)
 			}
 		})
 	}
@@ -170,7 +176,7 @@ func TestLaunchIsIdempotent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.ec2.hideTags = tt.tagsLag
+			h.cloud.HideTags(tt.tagsLag)
 			req := launchReq(h.offer("us-east-1b", "p3.2xlarge", providers.Spot), "j-7f3a-a2", 2)
 			first, err := h.p.Launch(context.Background(), req)
 			if err != nil {
@@ -193,41 +199,46 @@ func TestLaunchIsIdempotent(t *testing.T) {
 			if again[1].Node != 1 || again[0].JobID != "j-7f3a" {
 				t.Errorf("retry's instances: %+v", again)
 			}
-			if n := h.ec2.callCount("CreateFleet"); n != tt.wantFleets {
+			if n := h.cloud.Calls("CreateFleet"); n != tt.wantFleets {
 				t.Errorf("%d CreateFleet calls, want %d", n, tt.wantFleets)
 			}
-			h.ec2.mu.Lock()
-			purchases := h.ec2.purchases
-			h.ec2.mu.Unlock()
-			if purchases != 1 {
-				t.Errorf("%d purchases, want 1", purchases)
+			if n := len(h.cloud.Launches()); n != 1 {
+				t.Errorf("%d purchases, want 1", n)
 			}
 		})
 	}
 }
 
 func TestLaunchWithoutCapacity(t *testing.T) {
+	// The launch call's answer, or the fleet's error list.
+	fail := func(status int, code string) func(*awsfake.Cloud, string) {
+		return func(c *awsfake.Cloud, action string) { c.FailEC2(action, awsfake.Fault{Status: status, Code: code}) }
+	}
+	fleet := func(code, msg string) func(*awsfake.Cloud, string) {
+		return func(c *awsfake.Cloud, _ string) { c.FailFleet(awsfake.FleetError{Code: code, Message: msg}) }
+	}
+	// The zone's spot pool is empty: the fake answers as EC2 does.
+	full := func(c *awsfake.Cloud, _ string) { c.SetCapacity("us-east-1a", "p3.2xlarge", awsfake.MarketSpot, 0) }
 	tests := []struct {
-		name    string
-		method  string
-		fault   *fakeFault       // the launch call's answer
-		fleet   []fakeFleetError // or the fleet's error list
-		wantICE bool
+		name     string
+		method   string
+		setup    func(c *awsfake.Cloud, action string)
+		maxPrice string
+		wantICE  bool
 	}{
-		{name: "RunInstances InsufficientInstanceCapacity", method: LaunchRunInstances,
-			fault: &fakeFault{500, "InsufficientInstanceCapacity"}, wantICE: true},
-		{name: "RunInstances MaxSpotInstanceCountExceeded", method: LaunchRunInstances,
-			fault: &fakeFault{400, "MaxSpotInstanceCountExceeded"}, wantICE: true},
-		{name: "CreateFleet VcpuLimitExceeded", method: LaunchFleet, fault: &fakeFault{400, "VcpuLimitExceeded"}, wantICE: true},
+		{name: "RunInstances InsufficientInstanceCapacity", method: LaunchRunInstances, setup: fail(500, "InsufficientInstanceCapacity"), wantICE: true},
+		{name: "RunInstances MaxSpotInstanceCountExceeded", method: LaunchRunInstances, setup: fail(400, "MaxSpotInstanceCountExceeded"), wantICE: true},
+		{name: "CreateFleet VcpuLimitExceeded", method: LaunchFleet, setup: fail(400, "VcpuLimitExceeded"), wantICE: true},
 		{name: "fleet error list: InsufficientInstanceCapacity", method: LaunchFleet, wantICE: true,
-			fleet: []fakeFleetError{{"InsufficientInstanceCapacity", "We currently do not have sufficient p3.2xlarge capacity in the Availability Zone you requested (us-east-1a)."}}},
-		{name: "fleet error list: SpotMaxPriceTooLow", method: LaunchFleet, wantICE: true,
-			fleet: []fakeFleetError{{"SpotMaxPriceTooLow", "Your Spot request price of 0.5 is lower than the minimum required Spot request fulfillment price of 0.9181."}}},
+			setup: fleet("InsufficientInstanceCapacity", "We currently do not have sufficient p3.2xlarge capacity in the Availability Zone you requested (us-east-1a).")},
 		{name: "fleet error list: Unsupported", method: LaunchFleet, wantICE: true,
-			fleet: []fakeFleetError{{"Unsupported", "The requested configuration is currently not supported."}}},
-		{name: "a bad request is no capacity problem", method: LaunchFleet,
-			fleet: []fakeFleetError{{"InvalidParameterValue", "Invalid value for subnet"}}},
-		{name: "RunInstances InvalidAMIID.NotFound", method: LaunchRunInstances, fault: &fakeFault{400, "InvalidAMIID.NotFound"}},
+			setup: fleet("Unsupported", "The requested configuration is currently not supported.")},
+		{name: "a bad request is no capacity problem", method: LaunchFleet, setup: fleet("InvalidParameterValue", "Invalid value for subnet")},
+		{name: "RunInstances InvalidAMIID.NotFound", method: LaunchRunInstances, setup: fail(400, "InvalidAMIID.NotFound")},
+		{name: "fleet: the zone has no spot capacity", method: LaunchFleet, setup: full, wantICE: true},
+		{name: "RunInstances: the zone has no spot capacity", method: LaunchRunInstances, setup: full, wantICE: true},
+		{name: "fleet: max price below the spot price", method: LaunchFleet, maxPrice: "0.5", wantICE: true},
+		{name: "RunInstances: max price below the spot price", method: LaunchRunInstances, maxPrice: "0.5", wantICE: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -237,19 +248,25 @@ func TestLaunchWithoutCapacity(t *testing.T) {
 			if tt.method == LaunchRunInstances {
 				action = "RunInstances"
 			}
-			if tt.fault != nil {
-				h.ec2.fail(action, *tt.fault)
+			if tt.setup != nil {
+				tt.setup(h.cloud, action)
 			}
-			h.ec2.failFleet(tt.fleet...)
-			_, err := h.p.Launch(context.Background(), launchReq(o, "j-7f3a-a2", 1))
+			req := launchReq(o, "j-7f3a-a2", 1)
+			if tt.maxPrice != "" {
+				req.MaxPrice = usd(tt.maxPrice)
+			}
+			_, err := h.p.Launch(context.Background(), req)
 			if err == nil {
 				t.Fatal("launch succeeded")
 			}
 			if providers.IsInsufficientCapacity(err) != tt.wantICE {
 				t.Fatalf("IsInsufficientCapacity(%v) = %v", err, !tt.wantICE)
 			}
-			if n := h.ec2.callCount(action); n != 1 {
+			if n := h.cloud.Calls(action); n != 1 {
 				t.Errorf("%d %s calls: a capacity error must not be retried", n, action)
+			}
+			if n := len(h.cloud.Launches()); n != 0 {
+				t.Errorf("%d launches bought capacity", n)
 			}
 			var ice *providers.InsufficientCapacityError
 			if tt.wantICE && (!errors.As(err, &ice) || ice.OfferID != o.ID()) {
@@ -271,31 +288,29 @@ func TestLaunchWithoutCapacity(t *testing.T) {
 }
 
 func TestLaunchRetriesThrottling(t *testing.T) {
+	throttled := awsfake.Fault{Status: 503, Code: "RequestLimitExceeded"}
 	h := newHarness(t)
 	o := h.offer("us-east-1a", "p3.2xlarge", providers.OnDemand)
-	h.ec2.fail("DescribeInstances", fakeFault{400, "Throttling"})
-	h.ec2.fail("CreateFleet", fakeFault{503, "RequestLimitExceeded"}, fakeFault{503, "RequestLimitExceeded"})
+	h.cloud.FailEC2("DescribeInstances", awsfake.Fault{Status: 400, Code: "Throttling"})
+	h.cloud.FailEC2("CreateFleet", throttled, throttled)
 	start := time.Now()
 	insts, err := h.p.Launch(context.Background(), launchReq(o, "j-7f3a-a2", 1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(insts) != 1 || h.ec2.callCount("CreateFleet") != 3 || h.ec2.callCount("DescribeInstances") != 2 {
-		t.Errorf("%d instances, %d CreateFleet and %d DescribeInstances calls", len(insts), h.ec2.callCount("CreateFleet"),
-			h.ec2.callCount("DescribeInstances"))
+	if len(insts) != 1 || h.cloud.Calls("CreateFleet") != 3 || h.cloud.Calls("DescribeInstances") != 2 {
+		t.Errorf("%d instances, %d CreateFleet and %d DescribeInstances calls", len(insts), h.cloud.Calls("CreateFleet"),
+			h.cloud.Calls("DescribeInstances"))
 	}
-	h.ec2.mu.Lock()
-	purchases := h.ec2.purchases
-	h.ec2.mu.Unlock()
-	if purchases != 1 {
-		t.Errorf("%d purchases", purchases)
+	if n := len(h.cloud.Launches()); n != 1 {
+		t.Errorf("%d purchases", n)
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("retries took %s", took)
 	}
 	// Throttled past the bounded attempts: an error, not a capacity problem.
 	for range 4 {
-		h.ec2.fail("CreateFleet", fakeFault{503, "RequestLimitExceeded"})
+		h.cloud.FailEC2("CreateFleet", throttled)
 	}
 	_, err = h.p.Launch(context.Background(), launchReq(o, "j-9d1e-a1", 1))
 	if err == nil || providers.IsInsufficientCapacity(err) || errorCode(err) != "RequestLimitExceeded" {
@@ -328,10 +343,12 @@ func TestReservedOffersAndLaunches(t *testing.T) {
 	h := newHarness(t, func(c *Config) {
 		c.Reservations = ReservationsConfig{IDs: []string{"cr-0a1b2c3d4e5f60718"}, Discover: true}
 	})
-	h.ec2.reservations = []fakeReservation{
-		{id: "cr-0123456789abcdef0", instanceType: "p4d.24xlarge", zone: "us-east-1a", kind: "capacity-block", available: 2, total: 2},
-		{id: "cr-0a1b2c3d4e5f60718", instanceType: "p3.2xlarge", zone: "us-east-1b", kind: "default", available: 1, total: 4},
-		{id: "cr-0fffffffffffffff0", instanceType: "c5.large", zone: "us-east-1a", kind: "default", available: 9, total: 9},
+	for _, r := range []awsfake.Reservation{
+		{ID: "cr-0123456789abcdef0", InstanceType: "p4d.24xlarge", Zone: "us-east-1a", Type: "capacity-block", Available: 2, Total: 2},
+		{ID: "cr-0a1b2c3d4e5f60718", InstanceType: "p3.2xlarge", Zone: "us-east-1b", Available: 1, Total: 4},
+		{ID: "cr-0fffffffffffffff0", InstanceType: "c5.large", Zone: "us-east-1a", Available: 9, Total: 9},
+	} {
+		h.cloud.AddReservation(r)
 	}
 	block := h.offer("us-east-1a", "p4d.24xlarge", providers.Reserved)
 	if block.Price != 0 || block.Available != 2 || block.OnDemandPrice != usd("21.957642") || block.GPU != "A100-40GB" {
@@ -368,7 +385,7 @@ func TestReservedOffersAndLaunches(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%d: %v", i, err)
 		}
-		f := h.ec2.lastForm("RunInstances")
+		f := h.lastForm("RunInstances")
 		if got := f.Get("CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId"); got != tt.wantID {
 			t.Errorf("%d: reservation %q, want %q", i, got, tt.wantID)
 		}
@@ -376,8 +393,16 @@ func TestReservedOffersAndLaunches(t *testing.T) {
 			t.Errorf("%d: market type %q, want %q", i, got, tt.wantMarket)
 		}
 	}
-	if n := h.ec2.callCount("CreateFleet"); n != 0 {
+	if n := h.cloud.Calls("CreateFleet"); n != 0 {
 		t.Errorf("reserved launches went through CreateFleet %d times", n)
+	}
+	for _, r := range h.cloud.Reservations() {
+		if r.ID != "cr-0fffffffffffffff0" && r.Available != 0 {
+			t.Errorf("reservation %s has %d free after the launches", r.ID, r.Available)
+		}
+	}
+	if l := h.cloud.Launches()[0]; l.Market != awsfake.MarketCapacityBlock || l.Reservation != "cr-0123456789abcdef0" {
+		t.Errorf("the capacity block launch: %+v", l)
 	}
 }
 
@@ -388,13 +413,11 @@ func TestLaunchTemplateLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Someone deletes the template: the next launch makes it again.
-	h.ec2.mu.Lock()
-	clear(h.ec2.templates)
-	h.ec2.mu.Unlock()
+	h.cloud.DeleteLaunchTemplates()
 	if _, err := h.p.Launch(context.Background(), launchReq(o, "k-2", 1)); err != nil {
 		t.Fatal(err)
 	}
-	if n := h.ec2.callCount("CreateLaunchTemplate"); n != 2 {
+	if n := h.cloud.Calls("CreateLaunchTemplate"); n != 2 {
 		t.Errorf("%d CreateLaunchTemplate calls, want 2", n)
 	}
 	// A restarted provider finds the template there already.
@@ -405,7 +428,7 @@ func TestLaunchTemplateLifecycle(t *testing.T) {
 	if _, err := p2.Launch(context.Background(), launchReq(o, "k-3", 1)); err != nil {
 		t.Fatal(err)
 	}
-	if n := h.ec2.callCount("CreateLaunchTemplate"); n != 3 {
+	if n := h.cloud.Calls("CreateLaunchTemplate"); n != 3 {
 		t.Errorf("%d CreateLaunchTemplate calls, want 3", n)
 	}
 	// A changed image means a new template.
@@ -417,10 +440,7 @@ func TestLaunchTemplateLifecycle(t *testing.T) {
 	if _, err := p3.Launch(context.Background(), launchReq(o, "k-4", 1)); err != nil {
 		t.Fatal(err)
 	}
-	h.ec2.mu.Lock()
-	n := len(h.ec2.templates)
-	h.ec2.mu.Unlock()
-	if n != 2 {
+	if n := len(h.cloud.LaunchTemplates()); n != 2 {
 		t.Errorf("%d templates, want 2", n)
 	}
 }

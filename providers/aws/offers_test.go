@@ -11,6 +11,7 @@ import (
 
 	"github.com/spotwise/spotwise/internal/money"
 	"github.com/spotwise/spotwise/providers"
+	"github.com/spotwise/spotwise/providers/aws/awsfake"
 	"github.com/spotwise/spotwise/providers/catalog"
 )
 
@@ -78,26 +79,24 @@ func TestOffersFromLivePrices(t *testing.T) {
 		t.Errorf("PriceSource = %v, want live", got)
 	}
 	// The Price List was asked with the documented filters.
-	h.pricing.mu.Lock()
-	f := h.pricing.filters[0]
-	h.pricing.mu.Unlock()
+	f := h.cloud.PricingFilters()[0]
 	for k, v := range map[string]string{"regionCode": "us-east-1", "operatingSystem": "Linux", "tenancy": "Shared",
 		"preInstalledSw": "NA", "capacitystatus": "Used"} {
 		if f[k] != v {
 			t.Errorf("GetProducts filter %s = %q, want %q", k, f[k], v)
 		}
 	}
-	form := h.ec2.lastForm("DescribeSpotPriceHistory")
+	form := h.lastForm("DescribeSpotPriceHistory")
 	if form.Get("ProductDescription.1") != "Linux/UNIX" {
 		t.Errorf("spot history asked for %q", form.Get("ProductDescription.1"))
 	}
-	if n := h.ec2.callCount("DescribeSpotPriceHistory"); n != 2 {
+	if n := h.cloud.Calls("DescribeSpotPriceHistory"); n != 2 {
 		t.Errorf("%d spot history calls, want 2 (two pages)", n)
 	}
 	// A second Offers within the schedule reads nothing again.
-	calls := h.pricing.callCount()
+	calls := h.cloud.PricingCalls()
 	h.offers()
-	if h.pricing.callCount() != calls || h.ec2.callCount("DescribeSpotPriceHistory") != 2 {
+	if h.cloud.PricingCalls() != calls || h.cloud.Calls("DescribeSpotPriceHistory") != 2 {
 		t.Error("Offers refreshed prices before the schedule said so")
 	}
 }
@@ -124,10 +123,10 @@ func TestOffersFallBackToTheCatalog(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.pricing.setDown(tt.pricingDown)
+			h.cloud.SetPricingDown(tt.pricingDown)
 			if tt.spotDown {
 				for range 4 { // every attempt of the bounded retry
-					h.ec2.fail("DescribeSpotPriceHistory", fakeFault{403, "UnauthorizedOperation"})
+					h.cloud.FailEC2("DescribeSpotPriceHistory", awsfake.Fault{Status: 403, Code: "UnauthorizedOperation"})
 				}
 			}
 			od := h.offer("us-east-1a", "p3.2xlarge", providers.OnDemand)
@@ -147,7 +146,7 @@ func TestOffersFallBackToTheCatalog(t *testing.T) {
 			}
 			// The API comes back: the next on-demand refresh is live again,
 			// and the change is logged once.
-			h.pricing.setDown(false)
+			h.cloud.SetPricingDown(false)
 			h.clk.Advance(12 * time.Hour)
 			if od := h.offer("us-east-1a", "p3.2xlarge", providers.OnDemand); od.Price != usd("3.06") {
 				t.Errorf("after recovery on-demand %s", od.Price)
@@ -165,7 +164,7 @@ func TestOffersFallBackToTheCatalog(t *testing.T) {
 func TestOffersWithoutEC2UseTheCatalogTypes(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.InstanceTypes = []string{"p3.2xlarge"} })
 	for range 4 {
-		h.ec2.fail("DescribeInstanceTypeOfferings", fakeFault{503, "Unavailable"})
+		h.cloud.FailEC2("DescribeInstanceTypeOfferings", awsfake.Fault{Status: 503, Code: "Unavailable"})
 	}
 	os := h.offers()
 	if len(os) == 0 {
@@ -206,9 +205,9 @@ func TestParseUSD(t *testing.T) {
 
 func TestParseOnDemandSkipsOtherProducts(t *testing.T) {
 	docs := []string{
-		priceDoc("p3.2xlarge", "us-east-1", "RunInstances:0004", "4.2000000000"),
-		priceDoc("p3.8xlarge", "us-east-1", "RunInstances", "12.2400000000"),
-		priceDoc("p3.2xlarge", "us-east-1", "RunInstances", "3.0600000000"),
+		awsfake.PriceDocument("p3.2xlarge", "us-east-1", "RunInstances:0004", "4.2000000000"),
+		awsfake.PriceDocument("p3.8xlarge", "us-east-1", "RunInstances", "12.2400000000"),
+		awsfake.PriceDocument("p3.2xlarge", "us-east-1", "RunInstances", "3.0600000000"),
 	}
 	got, ok, err := parseOnDemand(docs, "p3.2xlarge")
 	if err != nil || !ok || got != usd("3.06") {
@@ -221,10 +220,11 @@ func TestParseOnDemandSkipsOtherProducts(t *testing.T) {
 
 func TestOffersOfTypesOutsideTheCatalog(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.InstanceFamilies = []string{"p5en", "g4ad", "p3"} })
-	h.ec2.offerings = append(h.ec2.offerings, fakeOffering{"p5en.48xlarge", "us-east-1a"}, fakeOffering{"g4ad.xlarge", "us-east-1a"})
-	h.ec2.types["p5en.48xlarge"] = fakeType{vcpus: 192, memMiB: 2097152, gpus: 8, gpu: "H200", gpuMemMiB: 144384}
-	h.ec2.types["g4ad.xlarge"] = fakeType{vcpus: 4, memMiB: 16384, gpus: 1, gpu: "Radeon Pro V520", gpuMemMiB: 8192}
-	h.pricing.add("p5en.48xlarge", "us-east-1", priceDoc("p5en.48xlarge", "us-east-1", "RunInstances", "63.2960000000"))
+	h.cloud.DefineInstanceType("p5en.48xlarge", awsfake.TypeInfo{VCPUs: 192, MemoryMiB: 2097152, GPUs: 8, GPU: "H200", GPUMemoryMiB: 144384})
+	h.cloud.DefineInstanceType("g4ad.xlarge", awsfake.TypeInfo{VCPUs: 4, MemoryMiB: 16384, GPUs: 1, GPU: "Radeon Pro V520", GPUMaker: "AMD", GPUMemoryMiB: 8192})
+	h.cloud.AddInstanceType("us-east-1", "p5en.48xlarge", "us-east-1a")
+	h.cloud.AddInstanceType("us-east-1", "g4ad.xlarge", "us-east-1a")
+	h.cloud.SetOnDemandPrice("us-east-1", "p5en.48xlarge", "63.2960000000")
 	o := h.offer("us-east-1a", "p5en.48xlarge", providers.OnDemand)
 	if o.GPU != "H200" || o.GPUs != 8 || o.GPUMemoryGB != 141 || o.Price != usd("63.296") || o.LaunchLatency != 5*time.Minute {
 		t.Errorf("p5en offer %+v", o)
@@ -263,7 +263,7 @@ func TestWithPricingReplacesTheClient(t *testing.T) {
 	if _, err := p.Offers(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := p.PriceSource()["us-east-1"]; got != SourceCatalog || h.pricing.callCount() != 0 {
-		t.Errorf("PriceSource %q, %d calls to the endpoint", got, h.pricing.callCount())
+	if got := p.PriceSource()["us-east-1"]; got != SourceCatalog || h.cloud.PricingCalls() != 0 {
+		t.Errorf("PriceSource %q, %d calls to the endpoint", got, h.cloud.PricingCalls())
 	}
 }

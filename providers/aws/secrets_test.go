@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/spotwise/spotwise/internal/clock"
 	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/providers"
+	"github.com/spotwise/spotwise/providers/aws/awsfake"
 )
 
 // TestNoSecretsInLogs runs the provider with credentials from the
@@ -31,32 +31,33 @@ func TestNoSecretsInLogs(t *testing.T) {
 	} {
 		t.Setenv(k, v)
 	}
-	ec2f, pricing, sqsf := newFakeEC2(t), newFakePricing(t), newFakeSQS(t)
-	seed(ec2f, pricing)
-	cfg := testConfig(ec2f.srv.URL, pricing.srv.URL, sqsf.srv.URL)
-	core, logs := observer.New(zapcore.DebugLevel)
 	clk := clock.NewFake(t0)
+	cloud := startCloud(t, clk)
+	cfg := testConfig(cloud)
+	core, logs := observer.New(zapcore.DebugLevel)
 	p, err := New(context.Background(), cfg, WithClock(clk), WithLogger(zap.New(core)), WithRetry(2, time.Millisecond),
 		WithPollInterval(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, ec2: ec2f, pricing: pricing, sqs: sqsf, clk: clk, logs: logs, cfg: cfg, p: p}
+	h := &harness{t: t, cloud: cloud, clk: clk, logs: logs, cfg: cfg, p: p}
 	ctx := context.Background()
 
-	pricing.setDown(true) // errors from the SDK are logged
-	ec2f.fail("DescribeSpotPriceHistory", fakeFault{403, "AuthFailure"}, fakeFault{403, "AuthFailure"})
+	cloud.SetPricingDown(true) // errors from the SDK are logged
+	authFailure := awsfake.Fault{Status: 403, Code: "AuthFailure"}
+	cloud.FailEC2("DescribeSpotPriceHistory", authFailure, authFailure)
 	spot := h.offer("us-east-1a", "p3.2xlarge", providers.Spot)
 	// Errors returned to the scheduler end up in its logs: they are
 	// checked too.
 	var returned []error
-	ec2f.failFleet(fakeFleetError{"InsufficientInstanceCapacity", "no capacity"})
+	cloud.FailFleet(awsfake.FleetError{Code: "InsufficientInstanceCapacity", Message: "no capacity"})
 	if _, err := p.Launch(ctx, launchReq(spot, "k-1", 1)); !providers.IsInsufficientCapacity(err) {
 		t.Fatalf("launch: %v", err)
 	} else {
 		returned = append(returned, err)
 	}
-	ec2f.fail("CreateFleet", fakeFault{503, "RequestLimitExceeded"}, fakeFault{503, "RequestLimitExceeded"})
+	throttled := awsfake.Fault{Status: 503, Code: "RequestLimitExceeded"}
+	cloud.FailEC2("CreateFleet", throttled, throttled)
 	if _, err := p.Launch(ctx, launchReq(h.offer("us-east-1b", "p3.2xlarge", providers.Spot), "k-2", 1)); err == nil {
 		t.Fatal("throttled launch succeeded")
 	} else {
@@ -67,11 +68,11 @@ func TestNoSecretsInLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := h.watch()
-	sqsf.send("{garbled")
-	sqsf.send(spotWarning("ev-1", insts[0].ID, "2025-06-01T12:05:00Z"))
+	cloud.Send("{garbled")
+	cloud.SendSpotInterruptionWarning(insts[0].ID, t0.Add(5*time.Minute))
 	w.waitFor(t, "the warning", func(e providers.Event) bool { return e.Kind == providers.EventSpotInterruption })
 	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
-		if len(sqsf.deletedIDs()) < 2 {
+		if len(cloud.Deleted()) < 2 {
 			return fmt.Errorf("messages not handled")
 		}
 		return nil
@@ -84,10 +85,11 @@ func TestNoSecretsInLogs(t *testing.T) {
 	}
 
 	// The credentials reached AWS (the fakes saw them)...
-	ec2f.mu.Lock()
-	sawKey := slices.ContainsFunc(ec2f.authHeaders, func(a string) bool { return strings.Contains(a, "Credential="+testAccessKey+"/") })
-	sawToken := slices.Contains(ec2f.tokenHeaders, testSession)
-	ec2f.mu.Unlock()
+	var sawKey, sawToken bool
+	for _, r := range cloud.Requests("") {
+		sawKey = sawKey || strings.Contains(r.Header.Get("Authorization"), "Credential="+testAccessKey+"/")
+		sawToken = sawToken || r.Header.Get("X-Amz-Security-Token") == testSession
+	}
 	if !sawKey || !sawToken {
 		t.Fatalf("requests were not signed with the environment's credentials (key %v, token %v)", sawKey, sawToken)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -48,6 +49,7 @@ args=(
   --job {{q .Job}}
   --attempt {{.Attempt}}
   --instance "$instance"
+  --region {{q .Region}}
 {{- if .Checkpoints}}
   --checkpoints {{q .Checkpoints}}
 {{- end}}
@@ -67,6 +69,7 @@ fi
 // userDataInput is what the template reads.
 type userDataInput struct {
 	Job, Binary, NATSURL, NATSCreds, Checkpoints string
+	Region                                       string // the launch's: the agent publishes its notices there
 	IMDS                                         string // metadata service base URL
 	IMDSEnv                                      bool   // not the default: tell the agent
 	Attempt                                      int
@@ -77,6 +80,9 @@ type userDataInput struct {
 // userData renders the boot script for a launch and returns it base64
 // encoded, as EC2 wants it.
 func userData(agent AgentConfig, imdsURL string, cat *catalog.Catalog, gpu string, req providers.LaunchRequest) (string, error) {
+	if req.Offer.Region == "" {
+		return "", errors.New("user data: the offer has no region")
+	}
 	w, err := json.Marshal(req.Workload)
 	if err != nil {
 		return "", fmt.Errorf("encoding the workload: %w", err)
@@ -87,7 +93,7 @@ func userData(agent AgentConfig, imdsURL string, cat *catalog.Catalog, gpu strin
 	}
 	in := userDataInput{
 		Job: req.JobID, Attempt: req.Attempt, Binary: agent.Binary, NATSURL: agent.NATSURL,
-		NATSCreds: agent.NATSCredsFile, Checkpoints: checkpoints,
+		NATSCreds: agent.NATSCredsFile, Checkpoints: checkpoints, Region: req.Offer.Region,
 		IMDS: cmpOr(strings.TrimRight(imdsURL, "/"), defaultIMDS), IMDSEnv: imdsURL != "",
 		WorkSeconds: workSeconds(cat, gpu, req.Workload), Workload: wrap(base64.StdEncoding.EncodeToString(w), 76),
 	}

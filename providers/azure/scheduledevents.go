@@ -33,7 +33,9 @@ func WithIMDSEndpoint(u string) Option {
 func WithVMName(name string) Option { return func(o *options) { o.vmName = name } }
 
 // WithNoticePolling sets how often NewScheduledEvents polls while an event
-// of this VM is pending (default 1s) and otherwise (default 5s).
+// of this VM is pending (default 1s) and otherwise (default 2s: a Spot
+// eviction gives 30 s, and every second of it counts; the metadata
+// service is local and cheap).
 func WithNoticePolling(pending, idle time.Duration) Option {
 	return func(o *options) { o.fastPoll, o.slow = pending, idle }
 }
@@ -61,7 +63,7 @@ var _ agent.NoticeSource = (*ScheduledEvents)(nil)
 // NewScheduledEvents builds the poller; it takes WithIMDSEndpoint,
 // WithVMName, WithNoticePolling, WithClock, WithLogger and WithHTTPClient.
 func NewScheduledEvents(opts ...Option) *ScheduledEvents {
-	o := options{clock: clock.Real{}, log: zap.NewNop(), imds: DefaultIMDSEndpoint, fastPoll: time.Second, slow: 5 * time.Second}
+	o := options{clock: clock.Real{}, log: zap.NewNop(), imds: DefaultIMDSEndpoint, fastPoll: time.Second, slow: 2 * time.Second}
 	for _, f := range opts {
 		f(&o)
 	}
