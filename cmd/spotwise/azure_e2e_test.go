@@ -31,6 +31,7 @@ func TestAzureJobSurvivesAPreemptEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end on the fake Azure")
 	}
+	t.Parallel() // mostly waits on real time
 	cloud := azurefake.New()
 	t.Cleanup(cloud.Close)
 	cloud.SetPrice("eastus", e2eSize, azurefake.Consumption, "3.673")

@@ -130,6 +130,7 @@ func TestKill9MidRunLosesNothingAndLaunchesNothingTwice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts server processes")
 	}
+	t.Parallel() // mostly waits on real time
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	p := startProc(t, dir, addr, "--sim-speed", "900")

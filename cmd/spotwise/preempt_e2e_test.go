@@ -98,6 +98,7 @@ func TestJobSurvivesThreePreemptions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a server process")
 	}
+	t.Parallel() // mostly waits on real time
 	for _, mode := range []string{"inprocess", "subprocess"} {
 		t.Run("agent "+mode, func(t *testing.T) { survivesThreePreemptions(t, mode) })
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,11 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/spotwise/spotwise/api"
+	"github.com/spotwise/spotwise/events/eventstest"
+	"github.com/spotwise/spotwise/internal/clock"
 	"github.com/spotwise/spotwise/providers/aws"
+	"github.com/spotwise/spotwise/providers/aws/awsfake"
 	"github.com/spotwise/spotwise/providers/azure"
 )
 
@@ -118,5 +123,70 @@ func TestDryRunWithRealCloudsWithoutTheirAPIs(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "catalog") {
 		t.Errorf("the logs do not say the catalog stands in:\n%s", logs.String())
+	}
+}
+
+// A dry run against AWS's price APIs (a local fake speaking their wire
+// format) prints live prices and the plan for the queued job, and buys
+// nothing: no fleet, no instance, no launch template.
+func TestDryRunOnLiveAWSPricesLaunchesNothing(t *testing.T) {
+	none := filepath.Join(t.TempDir(), "none")
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE", "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+		"AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": none, "AWS_SHARED_CREDENTIALS_FILE": none,
+	} {
+		t.Setenv(k, v)
+	}
+	cloud := awsfake.Start()
+	t.Cleanup(cloud.Close)
+	cloud.AddInstanceType("us-east-1", "g5.xlarge", "us-east-1a", "us-east-1b")
+	cloud.AddInstanceType("us-east-1", "p4d.24xlarge", "us-east-1a")
+	cloud.SetOnDemandPrice("us-east-1", "g5.xlarge", "1.006")
+	cloud.SetOnDemandPrice("us-east-1", "p4d.24xlarge", "32.7726")
+	cloud.SetSpotPrice("us-east-1a", "g5.xlarge", "0.3017", time.Now().Add(-time.Hour))
+	cloud.SetSpotPrice("us-east-1b", "g5.xlarge", "0.4120", time.Now().Add(-time.Hour))
+
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.Sim.Enabled = false
+	cfg.Providers.AWS = &aws.Config{
+		Regions:       []aws.RegionConfig{{Name: "us-east-1", AMI: "ami-0abcdef1234567890"}},
+		InstanceTypes: []string{"g5.xlarge", "p4d.24xlarge"},
+		SQSQueueURL:   cloud.QueueURL(),
+		Endpoints:     aws.Endpoints{EC2: cloud.EC2URL(), Pricing: cloud.PricingURL(), SQS: cloud.SQSURL()},
+		Agent:         aws.AgentConfig{NATSURL: "nats://10.0.0.4:4222"},
+	}
+	bus := eventstest.OpenBus(t, dir, "", nil)
+	svc := api.NewService(bus, nil, clock.Real{}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rec, err := svc.Submit(ctx, []byte("name: inference\ncommand: [serve]\nresources: {gpus_per_node: 1, accelerators: [A10G]}\nwork: 3h on A10G\npurchase: spot\n"), "", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus.Close()
+
+	var out strings.Builder
+	if err := DryRun(ctx, cfg, &out, eventstest.Logger(t)); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, want := range []string{
+		"aws       us-east-1  5       2     3          0         $0.3017 (g5.xlarge spot)  live",
+		"Plan for 1 waiting job(s)",
+		rec.Job.ID + "  1 x aws/us-east-1a g5.xlarge",
+		"spot      $0.3017",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("dry run output lacks %q:\n%s", want, text)
+		}
+	}
+	for _, action := range []string{"CreateFleet", "RunInstances", "CreateLaunchTemplate", "TerminateInstances"} {
+		if n := cloud.Calls(action); n != 0 {
+			t.Errorf("the dry run called %s %d times", action, n)
+		}
+	}
+	if n := len(cloud.Launches()); n != 0 {
+		t.Errorf("the dry run launched %d times", n)
 	}
 }
