@@ -1,7 +1,6 @@
 package aws
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/providers/catalog"
 )
 
@@ -120,33 +120,9 @@ type AgentConfig struct {
 	Checkpoints string `json:"checkpoints,omitempty"`
 }
 
-// Duration is a time.Duration written as "3m" in configuration.
-type Duration time.Duration
-
-// D returns the duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-// MarshalJSON writes the duration as text ("3m0s").
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-
-// UnmarshalJSON reads "90s", "3m" or a number of seconds.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		var secs int64
-		if err2 := json.Unmarshal(b, &secs); err2 != nil {
-			return fmt.Errorf("duration: want text like \"3m\": %w", err)
-		}
-		*d = Duration(time.Duration(secs) * time.Second)
-		return nil
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("duration %q: %w", s, err)
-	}
-	*d = Duration(v)
-	return nil
-}
+// Duration is a time.Duration written as text in configuration ("30s",
+// "5m", "12h"; a bare number is refused: seconds or hours?).
+type Duration = job.Duration
 
 // WithDefaults returns the configuration with every unset optional field
 // at its default.

@@ -38,12 +38,12 @@ type Provider struct {
 	refreshMu sync.Mutex
 	mu        sync.Mutex
 	regions   map[string]*regionState
-	ice       map[string]iceEntry   // offer ID -> unavailable until
-	known     map[string]*tracked   // instance ID -> what we know of it
-	templates map[string]string     // region -> launch template name in use
-	seen      map[string]time.Time  // EventBridge event IDs handled -> when
-	watchers  map[*watcher]struct{} // open Watch calls
-	bgStop    context.CancelFunc    // stops the background feed (refreshes, SQS, poll)
+	ice       map[string]iceEntry  // offer ID -> unavailable until
+	known     map[string]*tracked  // instance ID -> what we know of it
+	templates map[string]string    // region -> launch template name in use
+	seen      map[string]time.Time // EventBridge event IDs handled -> when
+	watchers  providers.Watchers   // open Watch calls
+	bgStop    context.CancelFunc   // stops the background feed (refreshes, SQS, poll)
 	bgDone    chan struct{}
 
 	garbled atomic.Int64 // SQS messages that could not be parsed
@@ -126,7 +126,7 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Provider, error) {
 		ec2: map[string]EC2API{}, pricing: o.pricing, sqs: o.sqs,
 		spotSched: spot, odSched: od, pollEvery: o.pollEvery, wanted: cfg.typeFilter(o.cat),
 		regions: map[string]*regionState{}, ice: map[string]iceEntry{}, known: map[string]*tracked{},
-		templates: map[string]string{}, seen: map[string]time.Time{}, watchers: map[*watcher]struct{}{},
+		templates: map[string]string{}, seen: map[string]time.Time{},
 	}
 	var awsCfg *awssdk.Config
 	load := func() (awssdk.Config, error) {

@@ -12,43 +12,6 @@ import (
 	"github.com/spotwise/spotwise/providers"
 )
 
-// watcher is one Watch call's queue. The provider never waits for a sink:
-// it appends and the Watch goroutine delivers. An offers event carries a
-// region's full list, so a newer one replaces an undelivered older one of
-// the same region; instance events are never dropped.
-type watcher struct {
-	mu     sync.Mutex
-	queue  []providers.Event
-	notify chan struct{}
-}
-
-func (w *watcher) push(e providers.Event) {
-	w.mu.Lock()
-	if e.Kind == providers.EventOffers {
-		w.queue = slices.DeleteFunc(w.queue, func(q providers.Event) bool {
-			return q.Kind == providers.EventOffers && q.Region == e.Region
-		})
-	}
-	w.queue = append(w.queue, e)
-	w.mu.Unlock()
-	select {
-	case w.notify <- struct{}{}:
-	default:
-	}
-}
-
-func (w *watcher) pop() (providers.Event, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.queue) == 0 {
-		return providers.Event{}, false
-	}
-	e := w.queue[0]
-	w.queue[0] = providers.Event{}
-	w.queue = w.queue[1:]
-	return e, true
-}
-
 // Watch sends sink one EventOffers per region (its full offer list), then,
 // until ctx ends: one EventOffers per region after every scheduled price
 // refresh and when an offer is marked unavailable (and again when the mark
@@ -66,14 +29,13 @@ func (w *watcher) pop() (providers.Event, bool) {
 // logged and retried with backoff: Watch returns nil when ctx ends.
 func (p *Provider) Watch(ctx context.Context, sink func(providers.Event)) error {
 	p.refreshDue(ctx)
-	w := &watcher{notify: make(chan struct{}, 1)}
 	now := p.clk.Now()
 	p.mu.Lock()
+	w := p.watchers.Open()
 	for _, r := range p.cfg.Regions {
-		w.push(providers.Event{Kind: providers.EventOffers, Provider: ProviderName, Region: r.Name, Time: now,
+		w.Push(providers.Event{Kind: providers.EventOffers, Provider: ProviderName, Region: r.Name, Time: now,
 			Offers: p.regionOffersLocked(r.Name, now)})
 	}
-	p.watchers[w] = struct{}{}
 	if p.bgStop == nil {
 		p.startBackgroundLocked()
 	}
@@ -83,24 +45,17 @@ func (p *Provider) Watch(ctx context.Context, sink func(providers.Event)) error 
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-w.notify:
+		case <-w.Ready():
 		}
-		for ctx.Err() == nil {
-			e, ok := w.pop()
-			if !ok {
-				break
-			}
-			sink(e)
-		}
+		w.Deliver(ctx, sink)
 	}
 }
 
-func (p *Provider) unwatch(w *watcher) {
+func (p *Provider) unwatch(w *providers.EventQueue) {
 	p.mu.Lock()
-	delete(p.watchers, w)
 	var stop context.CancelFunc
 	var done chan struct{}
-	if len(p.watchers) == 0 && p.bgStop != nil {
+	if p.watchers.Close(w) == 0 && p.bgStop != nil {
 		stop, done = p.bgStop, p.bgDone
 		p.bgStop, p.bgDone = nil, nil
 	}
@@ -138,33 +93,17 @@ func (p *Provider) startBackgroundLocked() {
 }
 
 // emit queues an event for every watcher, each with its own copy.
-func (p *Provider) emit(e providers.Event) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.emitLocked(e)
-}
-
-func (p *Provider) emitLocked(e providers.Event) {
-	for w := range p.watchers {
-		e := e
-		e.Offers = slices.Clone(e.Offers)
-		if e.Instance != nil {
-			inst := *e.Instance
-			e.Instance = &inst
-		}
-		w.push(e)
-	}
-}
+func (p *Provider) emit(e providers.Event) { p.watchers.Emit(e) }
 
 // emitRegion reports a region's current offers.
 func (p *Provider) emitRegion(region string) {
 	now := p.clk.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.watchers) == 0 {
+	if p.watchers.Len() == 0 {
 		return
 	}
-	p.emitLocked(providers.Event{Kind: providers.EventOffers, Provider: ProviderName, Region: region, Time: now,
+	p.watchers.Emit(providers.Event{Kind: providers.EventOffers, Provider: ProviderName, Region: region, Time: now,
 		Offers: p.regionOffersLocked(region, now)})
 }
 
@@ -272,6 +211,6 @@ func (p *Provider) transition(in providers.Instance, at time.Time) {
 		return
 	}
 	t.reported = in.State
-	p.emitLocked(providers.Event{Kind: kind, Provider: ProviderName, Region: in.Region, Time: at,
+	p.watchers.Emit(providers.Event{Kind: kind, Provider: ProviderName, Region: in.Region, Time: at,
 		Instance: &in, Reason: in.Reason})
 }

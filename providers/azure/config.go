@@ -3,7 +3,6 @@ package azure
 import (
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -18,6 +17,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/spotwise/spotwise/bidding"
+	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/providers/catalog"
 )
 
@@ -149,28 +149,9 @@ type AgentBootstrap struct {
 	WorkDir string `json:"work_dir,omitempty"`
 }
 
-// Duration is a time.Duration written as text ("30s", "5m").
-type Duration time.Duration
-
-// D returns the duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-// MarshalJSON writes the duration as text.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-
-// UnmarshalJSON reads "30s"-style text.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration: want text such as \"30s\": %w", err)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
-}
+// Duration is a time.Duration written as text in configuration ("30s",
+// "5m", "12h"; a bare number is refused: seconds or hours?).
+type Duration = job.Duration
 
 // FieldError names one bad configuration field.
 type FieldError struct {

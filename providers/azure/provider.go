@@ -122,7 +122,7 @@ type Provider struct {
 	noCap    map[string]capacityMark // offer ID -> until when it shows no capacity
 	records  map[string]*vmRecord    // VM name -> what we know of it
 	byKey    map[string][]string     // launch key -> VM names
-	watchers map[*watcher]struct{}
+	watchers providers.Watchers
 }
 
 var (
@@ -174,7 +174,7 @@ func newProvider(cfg Config, o options, sched cron.Schedule, vms vmAPI, prices *
 		cfg: cfg, o: o, log: o.log.With(zap.String("provider", Name)), clk: o.clock, cat: o.catalog,
 		vms: vms, prices: prices, sched: sched,
 		books: map[string]*regionBook{}, sources: map[string]string{}, noCap: map[string]capacityMark{},
-		records: map[string]*vmRecord{}, byKey: map[string][]string{}, watchers: map[*watcher]struct{}{},
+		records: map[string]*vmRecord{}, byKey: map[string][]string{},
 	}
 }
 

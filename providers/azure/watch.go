@@ -2,8 +2,6 @@ package azure
 
 import (
 	"context"
-	"slices"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -33,15 +31,8 @@ const retryPricesAfter = 10 * time.Minute
 // price read is logged and tried again on the next tick; Watch returns nil
 // when ctx ends.
 func (p *Provider) Watch(ctx context.Context, sink func(providers.Event)) error {
-	w := &watcher{notify: make(chan struct{}, 1)}
-	p.mu.Lock()
-	p.watchers[w] = struct{}{}
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		delete(p.watchers, w)
-		p.mu.Unlock()
-	}()
+	w := p.watchers.Open()
+	defer p.watchers.Close(w)
 	if err := p.ensurePrices(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -51,7 +42,7 @@ func (p *Provider) Watch(ctx context.Context, sink func(providers.Event)) error 
 	p.mu.Lock()
 	now := p.clk.Now()
 	for _, r := range p.cfg.Regions {
-		w.push(providers.Event{Kind: providers.EventOffers, Provider: Name, Region: r, Time: now, Offers: p.regionOffersLocked(r, now)})
+		w.Push(providers.Event{Kind: providers.EventOffers, Provider: Name, Region: r, Time: now, Offers: p.regionOffersLocked(r, now)})
 	}
 	fellBack := p.anyCatalogLocked()
 	p.mu.Unlock()
@@ -61,17 +52,11 @@ func (p *Provider) Watch(ctx context.Context, sink func(providers.Event)) error 
 	poll := p.clk.NewTimer(p.cfg.PollInterval.D())
 	defer poll.Stop()
 	for {
-		for ctx.Err() == nil {
-			e, ok := w.pop()
-			if !ok {
-				break
-			}
-			sink(e)
-		}
+		w.Deliver(ctx, sink)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-w.notify:
+		case <-w.Ready():
 		case <-refresh.C():
 			fb, err := p.refreshPrices(ctx, false)
 			if err != nil && ctx.Err() == nil {
@@ -126,61 +111,13 @@ func (p *Provider) expireMarksLocked(now time.Time) {
 }
 
 // emitLocked queues an event for every watcher, each with its own copy.
-func (p *Provider) emitLocked(e providers.Event) {
-	for w := range p.watchers {
-		e := e
-		e.Offers = slices.Clone(e.Offers)
-		if e.Instance != nil {
-			inst := *e.Instance
-			e.Instance = &inst
-		}
-		w.push(e)
-	}
-}
+func (p *Provider) emitLocked(e providers.Event) { p.watchers.Emit(e) }
 
 // emitOffersLocked sends watchers a region's offers as sold now.
 func (p *Provider) emitOffersLocked(region string, now time.Time) {
-	if len(p.watchers) == 0 {
+	if p.watchers.Len() == 0 {
 		return
 	}
 	p.emitLocked(providers.Event{Kind: providers.EventOffers, Provider: Name, Region: region, Time: now,
 		Offers: p.regionOffersLocked(region, now)})
-}
-
-// watcher is one Watch call's queue: the provider never waits for a sink.
-// An offers event carries the region's full list, so a newer one replaces
-// an undelivered older one of the same region (moved to the back, so
-// nothing is delivered ahead of what happened before it); instance events
-// are never dropped.
-type watcher struct {
-	mu     sync.Mutex
-	queue  []providers.Event
-	notify chan struct{}
-}
-
-func (w *watcher) push(e providers.Event) {
-	w.mu.Lock()
-	if e.Kind == providers.EventOffers {
-		w.queue = slices.DeleteFunc(w.queue, func(q providers.Event) bool {
-			return q.Kind == providers.EventOffers && q.Region == e.Region
-		})
-	}
-	w.queue = append(w.queue, e)
-	w.mu.Unlock()
-	select {
-	case w.notify <- struct{}{}:
-	default:
-	}
-}
-
-func (w *watcher) pop() (providers.Event, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.queue) == 0 {
-		return providers.Event{}, false
-	}
-	e := w.queue[0]
-	w.queue[0] = providers.Event{}
-	w.queue = w.queue[1:]
-	return e, true
 }

@@ -129,7 +129,7 @@ type Cloud struct {
 	closed    bool
 	insts     map[string]*instance
 	byKey     map[string][]string // idempotency key -> instance IDs by node
-	watchers  map[*watcher]struct{}
+	watchers  providers.Watchers
 	step      int64                // the current price step
 	dirty     map[regionKey]bool   // regions whose offers changed in this call
 	unsaved   map[string]*instance // records whose last Store write failed
@@ -181,7 +181,7 @@ func New(ctx context.Context, o Options) (*Cloud, error) {
 		byRegion: map[regionKey][]*offer{}, byZone: map[string][]*offer{}, traces: map[string]*traceIndex{},
 		done:  make(chan struct{}),
 		insts: map[string]*instance{}, byKey: map[string][]string{},
-		watchers: map[*watcher]struct{}{}, dirty: map[regionKey]bool{}, unsaved: map[string]*instance{},
+		dirty: map[regionKey]bool{}, unsaved: map[string]*instance{},
 		zoneOut: map[string]bool{},
 	}
 	if c.interval == 0 {
@@ -318,7 +318,7 @@ func (c *Cloud) advanceLocked(now time.Time) {
 // action, a trace's change or held capacity's return.
 func (c *Cloud) flushLocked(now time.Time) {
 	for _, rk := range c.regions {
-		if c.dirty[rk] && len(c.watchers) > 0 {
+		if c.dirty[rk] && c.watchers.Len() > 0 {
 			c.emitLocked(providers.Event{
 				Kind: providers.EventOffers, Provider: rk.provider, Region: rk.region, Time: now,
 				Offers: c.regionOffersLocked(rk, now),

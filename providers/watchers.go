@@ -1,0 +1,123 @@
+package providers
+
+import (
+	"context"
+	"slices"
+	"sync"
+)
+
+// Watchers is the fan-out behind a provider's Watch: every open Watch call
+// has its own queue, and the provider never waits for a sink. Emit
+// appends to every queue and each Watch goroutine delivers from its own.
+//
+// A queue stays bounded without losing anything that matters: an offers
+// event carries the full offer list of its region, so a newer one replaces
+// an undelivered older one of the same provider and region (moved to the
+// back, so nothing is delivered ahead of what happened before it). That
+// leaves at most one offers event per region; instance and interruption
+// events are never dropped, and there are only as many of them as
+// transitions and notices.
+//
+// The zero value is ready to use; its methods are safe for concurrent use.
+type Watchers struct {
+	mu     sync.Mutex
+	queues map[*EventQueue]struct{}
+}
+
+// Open registers a new queue; Emit reaches it until Close.
+func (ws *Watchers) Open() *EventQueue {
+	q := &EventQueue{ready: make(chan struct{}, 1)}
+	ws.mu.Lock()
+	if ws.queues == nil {
+		ws.queues = map[*EventQueue]struct{}{}
+	}
+	ws.queues[q] = struct{}{}
+	ws.mu.Unlock()
+	return q
+}
+
+// Close unregisters q and returns how many queues are still open.
+func (ws *Watchers) Close(q *EventQueue) int {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	delete(ws.queues, q)
+	return len(ws.queues)
+}
+
+// Len is how many queues are open.
+func (ws *Watchers) Len() int {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return len(ws.queues)
+}
+
+// Emit queues e on every open queue, each with its own copy of the offers
+// and the instance, so no sink can change what another one sees.
+func (ws *Watchers) Emit(e Event) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for q := range ws.queues {
+		q.Push(e.clone())
+	}
+}
+
+func (e Event) clone() Event {
+	e.Offers = slices.Clone(e.Offers)
+	if e.Instance != nil {
+		inst := *e.Instance
+		e.Instance = &inst
+	}
+	return e
+}
+
+// EventQueue is one Watch call's queue of undelivered events.
+type EventQueue struct {
+	mu    sync.Mutex
+	queue []Event
+	ready chan struct{} // has a value when queue may be non-empty
+}
+
+// Push appends e, replacing an undelivered offers event of the same
+// provider and region when e is one.
+func (q *EventQueue) Push(e Event) {
+	q.mu.Lock()
+	if e.Kind == EventOffers {
+		q.queue = slices.DeleteFunc(q.queue, func(o Event) bool {
+			return o.Kind == EventOffers && o.Provider == e.Provider && o.Region == e.Region
+		})
+	}
+	q.queue = append(q.queue, e)
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Ready has a value when events may be waiting; then call Deliver.
+func (q *EventQueue) Ready() <-chan struct{} { return q.ready }
+
+// Deliver hands the waiting events to sink, oldest first, until the queue
+// is empty or ctx ends. Events are taken one at a time so that whatever
+// has not reached the sink yet can still be coalesced.
+func (q *EventQueue) Deliver(ctx context.Context, sink func(Event)) {
+	for ctx.Err() == nil {
+		e, ok := q.pop()
+		if !ok {
+			return
+		}
+		sink(e)
+	}
+}
+
+func (q *EventQueue) pop() (Event, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.queue) == 0 {
+		return Event{}, false
+	}
+	e := q.queue[0]
+	q.queue[0] = Event{}
+	q.queue = q.queue[1:]
+	return e, true
+}
