@@ -65,7 +65,7 @@ func (c *Cloud) serveEC2(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
 	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>
 <%[1]sResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
-    <requestId>59dbff89-35bd-4eac-99ed-%[3]012d</requestId>
+    <requestId>59dbff89-35bd-4eac-99ed-%012[3]d</requestId>
 %[2]s
 </%[1]sResponse>`, action, body, len(c.requests))
 }
