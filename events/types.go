@@ -84,6 +84,9 @@ const (
 	KindPreempted        = "preempted"
 	KindMigrating        = "migrating"
 	KindRebalance        = "rebalance"
+	// KindMove is the scheduler moving a running job of its own accord
+	// (back to spot from on-demand): checkpoint first, then relaunch.
+	KindMove = "move"
 )
 
 var jobKinds = map[string]bool{
@@ -91,7 +94,7 @@ var jobKinds = map[string]bool{
 	KindLaunchFailed: true, KindRunning: true, KindProgress: true, KindInstanceLost: true,
 	KindRequeued: true, KindSucceeded: true, KindFailed: true, KindCancelled: true,
 	KindTerminated: true, KindNotice: true, KindCheckpoint: true, KindMigrating: true,
-	KindCheckpointFailed: true, KindPreempted: true, KindRebalance: true,
+	KindCheckpointFailed: true, KindPreempted: true, KindRebalance: true, KindMove: true,
 }
 
 // JobEvent is one entry of a job's history, on JobEventsSubject(id).

@@ -25,6 +25,10 @@ type QueuedJob struct {
 	Progress float64
 	// Req is what the job needs; jobs with the same needs share one value.
 	Req unique.Handle[Requirements]
+	// OnDemandSince is set for a job running on on-demand capacity that
+	// the deadline policy is asked about: since when it has run there
+	// (its changeover counts from then). Zero for a job to place.
+	OnDemandSince time.Time
 }
 
 // Requirements is the placement-relevant part of a job spec, in a

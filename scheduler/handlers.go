@@ -239,6 +239,9 @@ func (s *Scheduler) onAgent(ctx context.Context, m events.Message) error {
 			if a.RunningAt.IsZero() {
 				a.RunningAt = now
 			}
+			if voluntary(a.Notice) {
+				a.Notice = nil // the agent restarted: a move it was checkpointing for is off
+			}
 			return r.MoveTo(job.Running, now, fmt.Sprintf("running from %.0f%%", rep.Progress*100))
 		}
 		// Progress is written in steps of 1% to keep the bucket quiet.

@@ -22,6 +22,7 @@ type Metrics struct {
 	notices            atomic.Int64
 	checkpointRequests atomic.Int64
 	checkpointFailures atomic.Int64
+	moves              atomic.Int64
 }
 
 // Stats is a snapshot of the scheduler's counters.
@@ -39,6 +40,7 @@ type Stats struct {
 	Notices            int64         `json:"notices"`
 	CheckpointRequests int64         `json:"checkpoint_requests"`
 	CheckpointFailures int64         `json:"checkpoint_failures"`
+	Moves              int64         `json:"moves"`
 }
 
 // Stats returns the counters now.
@@ -51,6 +53,7 @@ func (m *Metrics) Stats() Stats {
 		LaunchErrors: m.launchErrors.Load(), Terminations: m.terminations.Load(), InstancesLost: m.instancesLost.Load(),
 		Finished: m.finished.Load(), Reconciles: m.reconciles.Load(), Orphans: m.orphans.Load(), Queued: m.queued.Load(),
 		Notices: m.notices.Load(), CheckpointRequests: m.checkpointRequests.Load(), CheckpointFailures: m.checkpointFailures.Load(),
+		Moves: m.moves.Load(),
 	}
 }
 
@@ -74,6 +77,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 		counter("notices_total", "Interruption notices acted on.", &m.notices),
 		counter("checkpoint_requests_total", "Checkpoint requests delivered to agents.", &m.checkpointRequests),
 		counter("checkpoint_failures_total", "Checkpoints that did not finish.", &m.checkpointFailures),
+		counter("moves_total", "Running jobs the scheduler chose to move (back to spot).", &m.moves),
 		gauge("queued_jobs", "Jobs waiting in the queue.", func() float64 { return float64(m.queued.Load()) }),
 		gauge("last_cycle_seconds", "Duration of the last scheduling cycle.", func() float64 { return time.Duration(m.lastCycle.Load()).Seconds() }),
 	} {

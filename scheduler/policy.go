@@ -108,6 +108,10 @@ func (co *compiledOffers) policyState(cj *compiledJob, s Snapshot, spot, od *com
 		Work: whole, WorkLeft: runtime, Changeover: spot.startup, Step: step,
 		Current: bidding.ChooseIdle, OnDemandPrice: od.price,
 	}
+	if since := cj.q.OnDemandSince; !since.IsZero() {
+		st.Current = bidding.ChooseOnDemand
+		st.ChangeoverLeft = max(0, od.startup-s.Now.Sub(since))
+	}
 	index := map[string]int{}
 	var zones []*compiledOffer
 	for _, o := range co.groups[gi].offers {

@@ -36,9 +36,9 @@ func (s *Scheduler) onInterruption(ctx context.Context, m events.Message) error 
 // checkpoint at once (every millisecond of the window counts), the
 // attempt becomes the one being replaced, and the job waits for a
 // replacement, which the next cycle chooses with the interrupted offer
-// and, for a while, its zone out of the running. A rebalance
-// recommendation does the same for jobs that asked to move on one, with no
-// deadline; for the others it is only recorded.
+// and, for a while, its zone out of the running. A notice overrides a
+// move the job was making of its own accord. A rebalance recommendation is
+// a move of that kind (see rebalance in move.go).
 func (s *Scheduler) notice(ctx context.Context, n *events.Interruption, rebalance bool) error {
 	in := n.Instance
 	now := s.o.Clock.Now()
@@ -46,10 +46,10 @@ func (s *Scheduler) notice(ctx context.Context, n *events.Interruption, rebalanc
 	if !rebalance {
 		s.requestCheckpoint(in.JobID, in.Attempt, deadline, string(n.Kind))
 	}
-	var dup, moveOn bool
+	var dup bool
 	var off job.Placement
 	rec, err := s.modify(ctx, in.JobID, func(r *job.Record) error {
-		dup, moveOn = false, false
+		dup = false
 		a := r.Status.Current
 		if a == nil || a.LaunchKey != in.IdempotencyKey || !r.Status.State.Active() {
 			if p := r.Status.Previous; p != nil && p.LaunchKey == in.IdempotencyKey {
@@ -57,14 +57,13 @@ func (s *Scheduler) notice(ctx context.Context, n *events.Interruption, rebalanc
 			}
 			return errSkip
 		}
-		if a.Notice != nil {
+		if a.Notice != nil && (rebalance || !voluntary(a.Notice)) {
 			dup = true
 			return errSkip
 		}
-		if rebalance && !r.Spec.Checkpoint.MoveOnRebalance {
-			return errSkip
+		if rebalance {
+			return errSkip // a move of the job's own: below
 		}
-		moveOn = true
 		off = a.Placement
 		a.Notice = &job.Notice{Kind: string(n.Kind), At: now, Deadline: deadline, Instance: in.ID}
 		if n.Kind == providers.EventSpotInterruption {
@@ -76,8 +75,9 @@ func (s *Scheduler) notice(ctx context.Context, n *events.Interruption, rebalanc
 			return r.MoveTo(job.Migrating, now, fmt.Sprintf("%s: the job cannot checkpoint, moving and starting over", n.Kind))
 		}
 		msg := fmt.Sprintf("%s: checkpointing before %s", n.Kind, deadline.UTC().Format(time.TimeOnly))
-		if rebalance {
-			msg = "rebalance recommended: checkpointing and moving"
+		if r.Status.State == job.Checkpointing { // it was moving of its own accord
+			r.Status.Message, r.Status.UpdatedAt = msg, now
+			return nil
 		}
 		return r.MoveTo(job.Checkpointing, now, msg)
 	})
@@ -87,18 +87,12 @@ func (s *Scheduler) notice(ctx context.Context, n *events.Interruption, rebalanc
 	switch {
 	case dup:
 		return nil // the same notice again
-	case rec == nil && rebalance:
-		s.emit(ctx, &events.JobEvent{JobID: in.JobID, Kind: events.KindRebalance, State: job.Running, Attempt: in.Attempt,
-			Message: fmt.Sprintf("rebalance recommended for %s (the job stays: move_on_rebalance is off)", in.ID)}, in.ID+"-rebalance")
-		return nil
+	case rebalance:
+		return s.rebalance(ctx, in)
 	case rec == nil:
 		s.log.Info("notice for an instance no current attempt owns; dropped", zap.String("job", in.JobID), zap.String("instance", in.ID))
 		return nil
 	}
-	if rebalance {
-		s.requestCheckpoint(in.JobID, in.Attempt, time.Time{}, "rebalance")
-	}
-	_ = moveOn
 	s.metrics.notices.Add(1)
 	if n.Kind == providers.EventSpotInterruption {
 		s.learnFromRun(rec.Status.Previous, now, true)
@@ -148,8 +142,9 @@ func (s *Scheduler) checkpointed(ctx context.Context, rep *events.AgentReport) e
 	now := s.o.Clock.Now()
 	ck := *rep.Checkpoint
 	var moved bool
+	var released *job.Attempt
 	rec, err := s.modify(ctx, rep.JobID, func(r *job.Record) error {
-		moved = false
+		moved, released = false, nil
 		if r.Status.State.Terminal() {
 			return errSkip
 		}
@@ -160,11 +155,19 @@ func (s *Scheduler) checkpointed(ctx context.Context, rep *events.AgentReport) e
 		}
 		p := r.Status.Previous
 		ending := p != nil && p.N == rep.Attempt && r.Status.State == job.Checkpointing
-		if same && !ending {
+		a := r.Status.Current
+		moving := a != nil && a.N == rep.Attempt && r.Status.State == job.Checkpointing && voluntary(a.Notice)
+		if same && !ending && !moving {
 			return errSkip // the same one again
 		}
 		r.Status.Checkpoint = &ck
 		r.Status.UpdatedAt = now
+		if moving {
+			var err error
+			released, err = moveCheckpointed(r, rep.Attempt, now)
+			moved = true
+			return err
+		}
 		if ending {
 			// The agent may report the checkpoint it took for the
 			// instance's own notice again when the scheduler asks for
@@ -184,6 +187,10 @@ func (s *Scheduler) checkpointed(ctx context.Context, rep *events.AgentReport) e
 	if moved {
 		s.emit(ctx, &events.JobEvent{JobID: rec.ID, Kind: events.KindMigrating, State: job.Migrating, Attempt: rep.Attempt, Progress: ck.Progress,
 			Message: rec.Status.Message}, job.LaunchKey(rec.ID, rep.Attempt)+"-migrating")
+	}
+	if released != nil {
+		s.release(ctx, rec.ID, released)
+		s.kick()
 	}
 	return nil
 }

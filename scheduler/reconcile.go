@@ -47,14 +47,22 @@ func (s *Scheduler) reconcile(ctx context.Context) {
 	}
 	s.mu.Unlock()
 	owned := map[string]bool{}
+	var returns []*job.Record
 	for _, id := range ids {
 		if ctx.Err() != nil {
 			return
 		}
-		for _, key := range s.reconcileJob(ctx, id, byKey) {
+		keys, rec := s.reconcileJob(ctx, id, byKey)
+		for _, key := range keys {
 			owned[key] = true
 		}
+		if rec != nil && returnCandidate(rec) {
+			returns = append(returns, rec)
+		}
 	}
+	s.mu.Lock()
+	s.returns = returns
+	s.mu.Unlock()
 	s.collectOrphans(ctx, byKey, owned)
 	s.exp.save(ctx, s.bus.Meta(), s.log)
 	s.book.bump()
@@ -86,10 +94,10 @@ func (s *Scheduler) listInstances(ctx context.Context) (map[string][]providers.I
 }
 
 // reconcileJob repairs one job and returns the launch keys it legitimately
-// holds.
-func (s *Scheduler) reconcileJob(ctx context.Context, id string, byKey map[string][]providers.Instance) []string {
+// holds, and the record as it was read.
+func (s *Scheduler) reconcileJob(ctx context.Context, id string, byKey map[string][]providers.Instance) ([]string, *job.Record) {
 	if !s.claim(id) {
-		return nil
+		return nil, nil
 	}
 	defer s.done(id)
 	rec, _, err := s.jobs.Get(ctx, id)
@@ -97,11 +105,11 @@ func (s *Scheduler) reconcileJob(ctx context.Context, id string, byKey map[strin
 		if !errors.Is(err, events.ErrNotFound) {
 			s.log.Warn("reconcile: reading job", zap.String("job", id), zap.Error(err))
 		}
-		return nil
+		return nil, nil
 	}
 	if rec.Status.State.Terminal() {
 		s.cleanup(ctx, id)
-		return nil
+		return nil, nil
 	}
 	var owned []string
 	if p := rec.Status.Previous; p != nil {
@@ -111,8 +119,9 @@ func (s *Scheduler) reconcileJob(ctx context.Context, id string, byKey map[strin
 	}
 	if key := s.reconcileCurrent(ctx, rec, byKey); key != "" {
 		owned = append(owned, key)
+		s.reconcileMove(ctx, rec)
 	}
-	return owned
+	return owned, rec
 }
 
 // splitByState sorts an attempt's instances into live and ended.

@@ -92,9 +92,12 @@ type Scheduler struct {
 	log  *zap.Logger
 	book *book
 
-	mu      sync.Mutex
-	index   map[string]*entry
-	q       queue
+	mu    sync.Mutex
+	index map[string]*entry
+	q     queue
+	// returns are the jobs on on-demand the last reconciliation found for
+	// the next cycle to ask the deadline policy about (see move.go).
+	returns []*job.Record
 	kickC   chan struct{}
 	sem     chan struct{}
 	wg      sync.WaitGroup
