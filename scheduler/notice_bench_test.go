@@ -24,7 +24,10 @@ func BenchmarkNotices(b *testing.B) {
 	const running, notices = 1000, 100
 	regions := []string{"us-east-1", "us-east-2", "us-west-2", "eu-west-1", "eu-central-1", "ap-northeast-1"}
 	for b.Loop() {
-		r := newRig(b, rigOpt{workload: true, regions: regions})
+		// Each round's rig (NATS server, cloud, 1,000 agents) is torn
+		// down at the end of the round, so rounds do not compete.
+		tb := &roundTB{TB: b}
+		r := newRig(tb, rigOpt{workload: true, regions: regions})
 		spec := "name: b\ncommand: [x]\nresources: {gpus_per_node: 1}\nwork: 48h on T4\ncheckpoint: {duration: 30s}\n"
 		ids := make([]string, running)
 		for i := range ids {
@@ -136,7 +139,24 @@ func BenchmarkNotices(b *testing.B) {
 		}
 		report(b, "ckpt-req", toReq)
 		report(b, "replace", toRepl)
+		tb.end()
 	}
+}
+
+// roundTB runs the cleanups registered during one benchmark round at its
+// end rather than the benchmark's.
+type roundTB struct {
+	testing.TB
+	cleanups []func()
+}
+
+func (t *roundTB) Cleanup(f func()) { t.cleanups = append(t.cleanups, f) }
+
+func (t *roundTB) end() {
+	for i := len(t.cleanups) - 1; i >= 0; i-- {
+		t.cleanups[i]()
+	}
+	t.cleanups = nil
 }
 
 func report(b *testing.B, name string, d []time.Duration) {
