@@ -28,17 +28,17 @@ func (s *Scheduler) cycle(ctx context.Context) {
 		}
 		batch = append(batch, qj)
 	}
-	returns := s.returns
-	s.returns = nil
+	moves := s.moves
+	s.moves = nil
 	s.mu.Unlock()
-	if len(batch) == 0 && len(returns) == 0 {
+	if len(batch) == 0 && len(moves) == 0 {
 		return
 	}
 	s.zones.observe(offers, unavailable, now)
 	snap := Snapshot{Now: now, Jobs: batch, Offers: offers, Unavailable: unavailable, Throughput: s.tp,
 		Geography: s.o.Geography, Rates: s.book.ratesNow(), Policy: s.o.Policy, Zones: s.zones.stats, PolicyStep: max(time.Duration(s.reconStep.Load()), s.o.ReconcileInterval)}
-	if len(returns) > 0 {
-		s.considerReturns(ctx, snap, returns)
+	if len(moves) > 0 {
+		s.considerMoves(ctx, snap, moves)
 	}
 	if len(batch) == 0 {
 		return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unique"
 
 	"go.uber.org/zap"
 
@@ -15,8 +16,9 @@ import (
 )
 
 // Voluntary moves: the scheduler moves a running job of its own accord,
-// back to spot from on-demand when the deadline policy says so, or off
-// capacity with a rebalance recommendation for a job that asked. Unlike a
+// to clearly cheaper capacity (arbitrage), back to spot from on-demand
+// when the deadline policy says so, or off capacity with a rebalance
+// recommendation for a job that asked. Unlike a
 // preemption nothing is being taken away, so nothing is rushed: the job
 // keeps running where it is while it checkpoints (state checkpointing,
 // its current attempt carrying a notice with no deadline), and only once
@@ -27,10 +29,8 @@ import (
 const (
 	// NoticeReturnToSpot is the notice kind of a move back to spot.
 	NoticeReturnToSpot = "return-to-spot"
-	// returnMargin is how much cheaper to finish spot must be expected to
-	// be than staying on on-demand (changeover and interruption risk
-	// included) for a return to be worth its checkpoint and restart.
-	returnMargin = 0.8
+	// NoticeCheaper is the notice kind of a move to cheaper capacity.
+	NoticeCheaper = "cheaper"
 	// moveTimeout is how long a voluntary move waits for its checkpoint
 	// before it is given up.
 	moveTimeout = 10 * time.Minute
@@ -122,55 +122,99 @@ func (s *Scheduler) reconcileMove(ctx context.Context, rec *job.Record) {
 	s.checkpointFailed(ctx, got, a.N, "no checkpoint for the move in "+human(moveTimeout))
 }
 
-// returnCandidate reports whether a running job is one the deadline
-// policy is asked about: it runs on on-demand because the policy sent it
-// there (purchase auto, a deadline), can checkpoint, and is not moving.
-func returnCandidate(r *job.Record) bool {
-	a := r.Status.Current
-	return r.Status.State == job.Running && a != nil && a.Notice == nil && r.Status.Previous == nil &&
-		!a.RunningAt.IsZero() && a.Placement.Purchase == string(providers.OnDemand) &&
-		r.Spec.Purchase == job.PurchaseAuto && !r.Status.DeadlineAt.IsZero() && !r.Spec.Checkpoint.Disabled
+// policyRun reports whether a job's capacity is the deadline policy's to
+// choose: purchase auto with a deadline.
+func policyRun(r *job.Record) bool {
+	return r.Spec.Purchase == job.PurchaseAuto && !r.Status.DeadlineAt.IsZero()
 }
 
-// considerReturns asks the deadline policy, for each job on on-demand it
-// was sent to, whether to go back to spot, the same way `spotwise
-// simulate` asks it every step; a job goes when the policy says spot and
-// finishing there is expected to cost clearly less than staying. Called
-// from the cycle, over the candidates the last reconciliation found.
-func (s *Scheduler) considerReturns(ctx context.Context, snap Snapshot, recs []*job.Record) {
+// moveCandidate reports whether a running job may be moved of the
+// scheduler's accord: it runs (not moving, not under notice) on capacity
+// that is not reserved (an idle reservation is paid for anyway), and can
+// checkpoint. A job the deadline policy sent to on-demand is asked about
+// at once (the policy has its own hysteresis); any other job once it has
+// run minStay where it is, and only with arbitrage on.
+func (s *Scheduler) moveCandidate(r *job.Record, now time.Time) bool {
+	a := r.Status.Current
+	if r.Status.State != job.Running || a == nil || a.Notice != nil || r.Status.Previous != nil || a.RunningAt.IsZero() ||
+		r.Spec.Checkpoint.Disabled || a.Placement.Purchase == string(providers.Reserved) {
+		return false
+	}
+	if policyRun(r) && a.Placement.Purchase == string(providers.OnDemand) {
+		return true
+	}
+	return !s.o.Arbitrage.Off && now.Sub(a.RunningAt) >= s.o.Arbitrage.MinStay
+}
+
+// considerMoves looks for clearly cheaper capacity for running jobs, with
+// the placement pipeline the queue uses. A job the deadline policy put on
+// on-demand asks the policy, the same way `spotwise simulate` asks it
+// every step, and goes when it says spot; a policy job on spot looks at
+// spot only; any other job at what its spec allows. A job moves when
+// finishing elsewhere, the move included (the checkpoint's time where it
+// runs, the new capacity's start-up, moving the checkpoint, the risk of
+// interruptions there), is expected to cost at most (1 - Saving) of
+// finishing where it is. Called from the cycle, over the candidates the
+// last reconciliation found.
+func (s *Scheduler) considerMoves(ctx context.Context, snap Snapshot, recs []*job.Record) {
 	byID := make(map[string]*job.Record, len(recs))
 	snap.Jobs = make([]*QueuedJob, 0, len(recs))
 	for _, r := range recs {
 		c := r.Clone()
 		c.Replace() // its checkpoint is written where it runs now
+		req := RequirementsOf(c)
+		a := r.Status.Current
+		var odSince time.Time
+		if policyRun(r) {
+			if a.Placement.Purchase == string(providers.OnDemand) {
+				odSince = a.RunningAt
+			} else {
+				v := req.Value()
+				v.Purchase = string(job.PurchaseSpot)
+				req = unique.Make(v)
+			}
+		}
 		byID[r.ID] = r
 		snap.Jobs = append(snap.Jobs, &QueuedJob{ID: r.ID, Priority: r.Spec.Prio(), SubmittedAt: r.Status.SubmittedAt,
-			DeadlineAt: r.Status.DeadlineAt, Progress: r.Status.Progress, Req: RequirementsOf(c), OnDemandSince: r.Status.Current.RunningAt})
+			DeadlineAt: r.Status.DeadlineAt, Progress: r.Status.Progress, Req: req, OnDemandSince: odSince})
 	}
 	plan := Decide(snap)
 	for _, p := range plan.Placements {
 		r := byID[p.JobID]
-		if r == nil || p.Offer.Purchase != providers.Spot {
+		if r == nil {
 			continue
 		}
 		a := r.Status.Current
+		returning := policyRun(r) && a.Placement.Purchase == string(providers.OnDemand)
+		switch {
+		case p.Offer.ID() == a.Placement.OfferID:
+			continue // the best place is where it is
+		case returning && p.Offer.Purchase != providers.Spot:
+			continue // the policy keeps it on on-demand
+		}
 		stay := stayCost(a, r.Status.Progress)
-		if stay <= 0 || float64(p.Estimate.Cost) > returnMargin*float64(stay) {
+		move := p.Estimate.Cost + a.Placement.HourlyCost().ForDuration(r.Spec.Checkpoint.Duration.D())
+		if stay <= 0 || float64(move) > (1-s.o.Arbitrage.Saving)*float64(stay) {
 			continue
 		}
-		msg := fmt.Sprintf("spot is back: moving from %s on-demand (%s/h) to %s spot in %s (%s/h), about %s to finish instead of %s; checkpointing first",
-			a.Placement.InstanceType, a.Placement.PricePerHour.Human(), p.Offer.InstanceType, p.Offer.Zone, p.Offer.Price.Human(),
-			p.Estimate.Cost.Human(), stay.Human())
-		rec, err := s.startMove(ctx, r.ID, a.N, NoticeReturnToSpot, "", msg)
+		kind, why := NoticeCheaper, "a clearly cheaper place"
+		if returning {
+			kind, why = NoticeReturnToSpot, "spot is back"
+		}
+		msg := fmt.Sprintf("%s: moving from %s %s in %s (%s/h) to %s %s in %s (%s/h), about %s to finish (the move included) instead of %s; checkpointing first",
+			why, a.Placement.InstanceType, a.Placement.Purchase, a.Placement.Zone, a.Placement.PricePerHour.Human(),
+			p.Offer.InstanceType, p.Offer.Purchase, p.Offer.Zone, p.Offer.Price.Human(), move.Human(), stay.Human())
+		rec, err := s.startMove(ctx, r.ID, a.N, kind, "", msg)
 		if err != nil {
-			s.log.Warn("moving back to spot", zap.String("job", r.ID), zap.Error(err))
+			s.log.Warn("moving a running job", zap.String("job", r.ID), zap.Error(err))
 			continue
 		}
 		if rec == nil {
 			continue
 		}
 		s.metrics.moves.Add(1)
-		s.log.Info("moving job back to spot", zap.String("job", r.ID), zap.String("to", p.Offer.ID()), zap.Stringer("expected", p.Estimate.Cost), zap.Stringer("staying", stay))
+		s.log.Info("moving running job", zap.String("job", r.ID), zap.String("why", kind), zap.String("from", a.Placement.OfferID),
+			zap.String("to", p.Offer.ID()), zap.Stringer("expected", move), zap.Stringer("staying", stay))
 		s.emit(ctx, &events.JobEvent{JobID: r.ID, Kind: events.KindMove, State: job.Checkpointing, Attempt: a.N, Progress: r.Status.Progress,
 			Placement: &a.Placement, Message: msg}, a.LaunchKey+"-move")
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/providers"
+	"github.com/spotwise/spotwise/scheduler"
 )
 
 // setSpotT4 gives every single-T4 spot offer n instances of capacity.
@@ -145,4 +146,76 @@ func TestNoticeOverridesAMoveInProgress(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A running job moves when a clearly cheaper place appears, the move's own
+// cost counted, once it has run a while where it is; a small saving or
+// arbitrage turned off leaves it alone.
+func TestRunningJobMovesToClearlyCheaperCapacity(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		factor int64 // the other zones' new price, in percent of the job's
+		off    bool
+		moves  bool
+	}{
+		{"much cheaper elsewhere", 40, false, true},
+		{"a little cheaper elsewhere", 90, false, false},
+		{"much cheaper but arbitrage is off", 40, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t, rigOpt{workload: true, arbitrage: scheduler.Arbitrage{Off: c.off}})
+			spec := "name: a\ncommand: [x]\nresources: {gpus_per_node: 1, accelerators: [T4]}\nwork: 10h on T4\npurchase: spot\ncheckpoint: {duration: 30s}\n"
+			rec := r.runToRunning(t, spec)
+			first := *rec.Status.Current
+			// Every other single-T4 spot offer drops to factor% of the
+			// job's price, pinned.
+			offers, err := r.cloud.Offers(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			target := first.Placement.PricePerHour.Scale(c.factor, 100)
+			for _, o := range offers {
+				if o.GPU == "T4" && o.GPUs == 1 && o.Purchase == providers.Spot && o.ID() != first.Placement.OfferID {
+					if err := r.cloud.SetPrice(o.ID(), target); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			// Not before it has run an hour there.
+			r.clk.Advance(30 * time.Minute)
+			time.Sleep(300 * time.Millisecond)
+			if got := r.get(t, rec.ID); got.Status.Attempt != 1 || got.Status.State != job.Running {
+				t.Fatalf("moved after 30 minutes: %s, attempt %d", got.Status.State, got.Status.Attempt)
+			}
+			if !c.moves {
+				r.advanceUntil(t, 10*time.Minute, 2*time.Hour, "an hour later", func(x *job.Record) bool {
+					return r.clk.Now().Sub(first.RunningAt) >= 2*time.Hour
+				}, rec.ID)
+				time.Sleep(300 * time.Millisecond)
+				if got := r.get(t, rec.ID); got.Status.Attempt != 1 || slices.Contains(r.history(t, rec.ID), events.KindMove) {
+					t.Fatalf("moved: %s, attempt %d (%s)", got.Status.State, got.Status.Attempt, got.Status.Message)
+				}
+				return
+			}
+			rec = r.advanceUntil(t, 5*time.Minute, 3*time.Hour, "moved and running", func(x *job.Record) bool {
+				return x.Status.Current != nil && x.Status.Current.N == 2 && x.Status.State == job.Running
+			}, rec.ID)
+			a := rec.Status.Current
+			if a.Placement.OfferID == first.Placement.OfferID || a.Placement.PricePerHour != target {
+				t.Fatalf("moved to %s at %s/h; want another zone at %s/h", a.Placement.OfferID, a.Placement.PricePerHour, target)
+			}
+			ended := rec.Status.Attempts[len(rec.Status.Attempts)-1]
+			if ended.N != 1 || ended.Outcome != "moved" || a.StartProgress <= 0 || rec.Status.WorkLost > 0 {
+				t.Fatalf("first attempt %+v; resumed at %.2f, %s lost", ended, a.StartProgress, rec.Status.WorkLost.D())
+			}
+			testutil.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+				for _, in := range r.instancesFor(t, rec.ID) {
+					if in.IdempotencyKey == first.LaunchKey && !in.State.Ended() {
+						return fmt.Errorf("the first instance %s is still %s", in.ID, in.State)
+					}
+				}
+				return nil
+			})
+		})
+	}
 }

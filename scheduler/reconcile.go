@@ -47,7 +47,7 @@ func (s *Scheduler) reconcile(ctx context.Context) {
 	}
 	s.mu.Unlock()
 	owned := map[string]bool{}
-	var returns []*job.Record
+	var moves []*job.Record
 	for _, id := range ids {
 		if ctx.Err() != nil {
 			return
@@ -56,12 +56,12 @@ func (s *Scheduler) reconcile(ctx context.Context) {
 		for _, key := range keys {
 			owned[key] = true
 		}
-		if rec != nil && returnCandidate(rec) {
-			returns = append(returns, rec)
+		if rec != nil && s.moveCandidate(rec, s.o.Clock.Now()) {
+			moves = append(moves, rec)
 		}
 	}
 	s.mu.Lock()
-	s.returns = returns
+	s.moves = moves
 	s.mu.Unlock()
 	s.collectOrphans(ctx, byKey, owned)
 	s.exp.save(ctx, s.bus.Meta(), s.log)

@@ -41,6 +41,8 @@ type Options struct {
 	// Policy decides spot, on-demand or waiting for jobs with a deadline
 	// and purchase policy auto (default: bidding's "spotwise" policy).
 	Policy bidding.Policy
+	// Arbitrage tunes the moves of running jobs to cheaper capacity.
+	Arbitrage Arbitrage
 	// LaunchRetries is how often a launch that failed for a transient
 	// reason is retried before the job waits for the next reconciliation
 	// (default 3).
@@ -78,7 +80,34 @@ func (o *Options) defaults() {
 	if o.Policy == nil {
 		o.Policy = bidding.Spotwise{}
 	}
+	if o.Arbitrage.Saving <= 0 || o.Arbitrage.Saving >= 1 {
+		o.Arbitrage.Saving = DefaultArbitrageSaving
+	}
+	if o.Arbitrage.MinStay == 0 {
+		o.Arbitrage.MinStay = DefaultArbitrageMinStay
+	}
 }
+
+// Arbitrage tunes the moves of running jobs to clearly cheaper capacity
+// (see move.go). A job the deadline policy bridged onto on-demand goes
+// back to spot by the policy's word and Saving whatever Off says.
+type Arbitrage struct {
+	// Off stops moves for price alone.
+	Off bool
+	// Saving is the least share of the expected cost of finishing where
+	// the job runs that a move, its own cost included, must save
+	// (default DefaultArbitrageSaving).
+	Saving float64
+	// MinStay is how long a job runs on capacity before it is moved for
+	// price, in scheduler clock time (default DefaultArbitrageMinStay).
+	MinStay time.Duration
+}
+
+// Arbitrage defaults.
+const (
+	DefaultArbitrageSaving  = 0.2
+	DefaultArbitrageMinStay = time.Hour
+)
 
 // Scheduler places queued jobs on offers and follows them to the end. It
 // keeps an in-memory index of jobs fed by a watch on the job-state bucket
@@ -95,9 +124,9 @@ type Scheduler struct {
 	mu    sync.Mutex
 	index map[string]*entry
 	q     queue
-	// returns are the jobs on on-demand the last reconciliation found for
-	// the next cycle to ask the deadline policy about (see move.go).
-	returns []*job.Record
+	// moves are the running jobs the last reconciliation found for the
+	// next cycle to look for cheaper capacity for (see move.go).
+	moves   []*job.Record
 	kickC   chan struct{}
 	sem     chan struct{}
 	wg      sync.WaitGroup

@@ -33,6 +33,7 @@ type rig struct {
 	ctx   context.Context
 	store checkpoint.Store
 	dir   string // the checkpoint store's directory
+	arb   scheduler.Arbitrage
 }
 
 type rigOpt struct {
@@ -42,6 +43,8 @@ type rigOpt struct {
 	workload bool
 	// regions restricts the cloud (default: us-east-1 only).
 	regions []string
+	// arbitrage tunes moves of running jobs to cheaper capacity.
+	arbitrage scheduler.Arbitrage
 }
 
 func newRig(t testing.TB, o rigOpt) *rig {
@@ -50,7 +53,7 @@ func newRig(t testing.TB, o rigOpt) *rig {
 	clk := clock.NewFake(t0)
 	bus := eventstest.OpenBusConfig(t, events.Config{LeaseTTL: time.Second}, clk)
 	cat := catalog.Default()
-	r := &rig{bus: bus, clk: clk, ctx: ctx, dir: t.TempDir()}
+	r := &rig{bus: bus, clk: clk, ctx: ctx, dir: t.TempDir(), arb: o.arbitrage}
 	var runner sim.Runner
 	if o.workload {
 		st, err := checkpoint.Open(ctx, "file://"+r.dir, checkpoint.WithClock(clk))
@@ -87,7 +90,7 @@ func newRig(t testing.TB, o rigOpt) *rig {
 func (r *rig) start(t testing.TB) {
 	cat := catalog.Default()
 	r.s = scheduler.New(r.bus, scheduler.Options{Clock: r.clk, Log: eventstest.Logger(t), Clouds: map[string]providers.Provider{"aws": r.cloud},
-		Throughput: cat, Geography: cat.GeographyOf, ReconcileInterval: 100 * time.Millisecond, Debounce: time.Millisecond})
+		Throughput: cat, Geography: cat.GeographyOf, ReconcileInterval: 100 * time.Millisecond, Debounce: time.Millisecond, Arbitrage: r.arb})
 	go func() { _ = r.s.Run(r.ctx) }()
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/spotwise/spotwise/providers/aws"
 	"github.com/spotwise/spotwise/providers/azure"
 	"github.com/spotwise/spotwise/providers/sim"
+	"github.com/spotwise/spotwise/scheduler"
 )
 
 func simInterruptions(i sim.Interruptions) SimInterruptions {
@@ -160,9 +161,22 @@ type SimInterruptions struct {
 
 // SchedulerConfig tunes the scheduler.
 type SchedulerConfig struct {
-	ReconcileInterval job.Duration `json:"reconcile_interval"`
-	UnavailableFor    job.Duration `json:"unavailable_for"`
-	Workers           int          `json:"workers"`
+	ReconcileInterval job.Duration    `json:"reconcile_interval"`
+	UnavailableFor    job.Duration    `json:"unavailable_for"`
+	Workers           int             `json:"workers"`
+	Arbitrage         ArbitrageConfig `json:"arbitrage"`
+}
+
+// ArbitrageConfig tunes the moves of running jobs to clearly cheaper
+// capacity.
+type ArbitrageConfig struct {
+	Enabled bool `json:"enabled"`
+	// MinSaving is the least share of the expected cost of finishing where
+	// a job runs that a move, its own cost included, must save.
+	MinSaving float64 `json:"min_saving"`
+	// MinStay is how long a job runs on capacity before it is moved for
+	// price (scheduler time).
+	MinStay job.Duration `json:"min_stay"`
 }
 
 // Defaults is the configuration with nothing set: embedded NATS under
@@ -179,6 +193,8 @@ func Defaults() Config {
 			ReconcileInterval: job.Duration(15 * time.Second),
 			UnavailableFor:    job.Duration(3 * time.Minute),
 			Workers:           32,
+			Arbitrage: ArbitrageConfig{Enabled: true, MinSaving: scheduler.DefaultArbitrageSaving,
+				MinStay: job.Duration(scheduler.DefaultArbitrageMinStay)},
 		},
 		Feeds: FeedsConfig{Refresh: "@every 1m"},
 		Alerts: alerts.Config{DedupeWindow: 5 * time.Minute, RateLimit: alerts.RateLimit{Count: 30, Per: time.Minute, Burst: 10},
@@ -406,6 +422,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Scheduler.Workers < 1 || c.Scheduler.Workers > 1024 {
 		bad("scheduler.workers", "must be between 1 and 1024")
+	}
+	if a := c.Scheduler.Arbitrage; !(a.MinSaving > 0 && a.MinSaving < 1) {
+		bad("scheduler.arbitrage.min_saving", "must be above 0 and below 1 (0.2 = a move must save 20%%)")
+	}
+	if c.Scheduler.Arbitrage.MinStay.D() < 0 {
+		bad("scheduler.arbitrage.min_stay", "must not be negative")
 	}
 	return errors.Join(errs...)
 }

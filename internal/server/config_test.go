@@ -330,6 +330,9 @@ func TestConfigValidate(t *testing.T) {
 		{name: "sim speed negative", set: func(c *Config) { c.Sim.Speed = -1 }, field: "sim.speed"},
 		{name: "reconcile interval 10ms", set: func(c *Config) { c.Scheduler.ReconcileInterval = job.Duration(10 * time.Millisecond) }, field: "scheduler.reconcile_interval"},
 		{name: "workers 0", set: func(c *Config) { c.Scheduler.Workers = 0 }, field: "scheduler.workers"},
+		{name: "arbitrage saving 1", set: func(c *Config) { c.Scheduler.Arbitrage.MinSaving = 1 }, field: "scheduler.arbitrage.min_saving"},
+		{name: "arbitrage saving 0", set: func(c *Config) { c.Scheduler.Arbitrage.MinSaving = 0 }, field: "scheduler.arbitrage.min_saving"},
+		{name: "arbitrage stay negative", set: func(c *Config) { c.Scheduler.Arbitrage.MinStay = job.Duration(-time.Minute) }, field: "scheduler.arbitrage.min_stay"},
 		{name: "refresh not a cron schedule", set: func(c *Config) { c.Feeds.Refresh = "every minute" }, field: "feeds.refresh"},
 	}
 	for _, tt := range tests {

@@ -203,6 +203,8 @@ func (s *Server) lead(ctx context.Context) error {
 		Clock: s.clock, Log: s.log.Named("scheduler"), Throughput: cat, Geography: cat.GeographyOf,
 		ReconcileInterval: cfg.Scheduler.ReconcileInterval.D(), UnavailableFor: cfg.Scheduler.UnavailableFor.D(),
 		Workers: cfg.Scheduler.Workers, Metrics: s.metrics, Clouds: clouds.byName,
+		Arbitrage: scheduler.Arbitrage{Off: !cfg.Scheduler.Arbitrage.Enabled, Saving: cfg.Scheduler.Arbitrage.MinSaving,
+			MinStay: cfg.Scheduler.Arbitrage.MinStay.D()},
 	})
 	if cloud != nil {
 		stopControl, err := s.bus.Serve(SubjectSimControl, s.simControl(cloud))
