@@ -133,7 +133,8 @@ func policyRun(r *job.Record) bool {
 // that is not reserved (an idle reservation is paid for anyway), and can
 // checkpoint. A job the deadline policy sent to on-demand is asked about
 // at once (the policy has its own hysteresis); any other job once it has
-// run minStay where it is, and only with arbitrage on.
+// run MinStay where it is, and only with arbitrage on (considerMoves also
+// wants it to have MinStay of work left).
 func (s *Scheduler) moveCandidate(r *job.Record, now time.Time) bool {
 	a := r.Status.Current
 	if r.Status.State != job.Running || a == nil || a.Notice != nil || r.Status.Previous != nil || a.RunningAt.IsZero() ||
@@ -191,6 +192,8 @@ func (s *Scheduler) considerMoves(ctx context.Context, snap Snapshot, recs []*jo
 			continue // the best place is where it is
 		case returning && p.Offer.Purchase != providers.Spot:
 			continue // the policy keeps it on on-demand
+		case !returning && p.Estimate.Runtime < s.o.Arbitrage.MinStay:
+			continue // too little left to be worth a move for price
 		}
 		stay := stayCost(a, r.Status.Progress)
 		move := p.Estimate.Cost + a.Placement.HourlyCost().ForDuration(r.Spec.Checkpoint.Duration.D())

@@ -68,6 +68,7 @@ func startCloudServer(t *testing.T, set func(c *server.Config, natsURL, ckptURI 
 	cfg.NATS.Listen = natsAddr
 	cfg.Sim.Enabled = false
 	cfg.Scheduler.ReconcileInterval = job.Duration(2 * time.Second)
+	cfg.Scheduler.Arbitrage.Enabled = false // these tests count launches
 	cs := &cloudServer{natsURL: "nats://" + natsAddr, ckptURI: "file://" + filepath.Join(dir, "checkpoints")}
 	cfg.Checkpoints.URI = cs.ckptURI
 	set(&cfg, cs.natsURL, cs.ckptURI)

@@ -72,7 +72,8 @@ func startProc(t *testing.T, dir, addr string, extra ...string) *serverProc {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "SPOTWISE_E2E_ARGS="+strings.Join(args, "\x1f"), "SPOTWISE_RECONCILE_EVERY=500ms")
+	// Jobs stay where they are placed: these tests count attempts.
+	cmd.Env = append(os.Environ(), "SPOTWISE_E2E_ARGS="+strings.Join(args, "\x1f"), "SPOTWISE_RECONCILE_EVERY=500ms", "SPOTWISE_ARBITRAGE=false")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -80,6 +80,7 @@ then SPOTWISE_* environment variables, then flags.`,
 	f.Float64Var(&cfg.Sim.Speed, "sim-speed", cfg.Sim.Speed, "how much faster than real time the simulated cloud runs (1 = real time)")
 	f.Int64Var(&cfg.Sim.Seed, "sim-seed", cfg.Sim.Seed, "seed of the simulated cloud (prices, capacity, latencies)")
 	f.Float64Var(&cfg.Sim.Interruptions.RateScale, "sim-interruption-scale", cfg.Sim.Interruptions.RateScale, "multiplies the simulated spot interruption rates (1 is realistic; 2000 makes a 2-hour job likely to be preempted; 0: none)")
+	f.BoolVar(&cfg.Scheduler.Arbitrage.Enabled, "arbitrage", cfg.Scheduler.Arbitrage.Enabled, "move running jobs to clearly cheaper capacity (scheduler.arbitrage in the config)")
 	f.StringSliceVar(&cfg.Sim.Traces, "sim-trace", nil, "availability trace files or folders (../shared/traces format) that drive spot availability in their zones")
 	f.StringVar(&cfg.Checkpoints.URI, "checkpoints", "", "default checkpoint store: file:///path, s3://bucket/prefix, azblob://account/container/prefix (default: under --data-dir)")
 	f.StringVar(&cfg.Log.Level, "log-level", cfg.Log.Level, "debug, info, warn or error")
@@ -108,6 +109,7 @@ func applyFlags(cmd *cobra.Command, cfg *server.Config, flagged server.Config) {
 		"sim-seed":               func() { cfg.Sim.Seed = flagged.Sim.Seed },
 		"sim-interruption-scale": func() { cfg.Sim.Interruptions.RateScale = flagged.Sim.Interruptions.RateScale },
 		"sim-trace":              func() { cfg.Sim.Traces = flagged.Sim.Traces },
+		"arbitrage":              func() { cfg.Scheduler.Arbitrage.Enabled = flagged.Scheduler.Arbitrage.Enabled },
 		"checkpoints":            func() { cfg.Checkpoints.URI = flagged.Checkpoints.URI },
 		"log-level":              func() { cfg.Log.Level = flagged.Log.Level },
 		"log-format":             func() { cfg.Log.Format = flagged.Log.Format },

@@ -242,6 +242,7 @@ var envVars = map[string]func(c *Config, v string) error{
 	"SPOTWISE_SIM_SEED":        func(c *Config, v string) error { return setInt64(&c.Sim.Seed, v) },
 	"SPOTWISE_SIM":             func(c *Config, v string) error { return setBool(&c.Sim.Enabled, v) },
 	"SPOTWISE_RECONCILE_EVERY": func(c *Config, v string) error { return setDuration(&c.Scheduler.ReconcileInterval, v) },
+	"SPOTWISE_ARBITRAGE":       func(c *Config, v string) error { return setBool(&c.Scheduler.Arbitrage.Enabled, v) },
 }
 
 // LoadEnv applies SPOTWISE_* variables found by lookup (os.LookupEnv).
