@@ -77,16 +77,18 @@ func moveCheckpointed(r *job.Record, attempt int, now time.Time) (*job.Attempt, 
 		r.Status.Progress*100, closed.Placement.InstanceType))
 }
 
-// release terminates the instances of an attempt closed by a move.
-func (s *Scheduler) release(ctx context.Context, id string, a *job.Attempt) {
+// release terminates the instances of an attempt the job has moved off:
+// closed by a move, or under notice with its checkpoint stored (its
+// capacity is going anyway, and every minute of it until then is billed).
+func (s *Scheduler) release(ctx context.Context, id string, a *job.Attempt, why string) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		insts := s.liveInstances(ctx, a)
-		s.terminateAll(ctx, id, insts, "moved")
+		s.terminateAll(ctx, id, insts, why)
 		if len(insts) > 0 {
 			s.emit(ctx, &events.JobEvent{JobID: id, Kind: events.KindTerminated, State: job.Migrating, Attempt: a.N,
-				Message: "terminated " + joinIDs(idsOf(insts)) + " (moved)"}, a.LaunchKey+"-terminated")
+				Message: "terminated " + joinIDs(idsOf(insts)) + " (" + why + ")"}, a.LaunchKey+"-terminated")
 		}
 	}()
 }

@@ -173,6 +173,8 @@ func (s *Scheduler) checkpointed(ctx context.Context, rep *events.AgentReport) e
 			// instance's own notice again when the scheduler asks for
 			// one: it ends the checkpointing all the same.
 			moved = true
+			gone := *p
+			released = &gone
 			r.Status.Progress = ck.Progress
 			return r.MoveTo(job.Migrating, now, fmt.Sprintf("checkpoint at %.0f%% stored; moving", ck.Progress*100))
 		}
@@ -189,7 +191,11 @@ func (s *Scheduler) checkpointed(ctx context.Context, rep *events.AgentReport) e
 			Message: rec.Status.Message}, job.LaunchKey(rec.ID, rep.Attempt)+"-migrating")
 	}
 	if released != nil {
-		s.release(ctx, rec.ID, released)
+		why := "moved"
+		if released.Notice != nil && !voluntary(released.Notice) {
+			why = "checkpoint stored before its " + released.Notice.Kind
+		}
+		s.release(ctx, rec.ID, released, why)
 		s.kick()
 	}
 	return nil

@@ -88,6 +88,23 @@ func TestNoticeCheckpointsAndMovesTheJob(t *testing.T) {
 	if next.N != 2 || next.Placement.Zone == old.Placement.Zone || next.StartAfter.IsZero() {
 		t.Fatalf("replacement %+v: want attempt 2 in another zone, held until the old one's deadline", next)
 	}
+	// With its checkpoint stored, the old capacity is released at once
+	// rather than paid for until the deadline.
+	testutil.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		for _, in := range r.instancesFor(t, rec.ID) {
+			if in.ID == old.Instances[0] && !in.State.Ended() {
+				return fmt.Errorf("old instance %s still %s after the checkpoint", in.ID, in.State)
+			}
+		}
+		x := r.get(t, rec.ID)
+		if len(x.Status.Attempts) != 1 {
+			return errors.New("old attempt not closed yet")
+		}
+		if end := x.Status.Attempts[0].EndedAt; !end.Before(noticeAt.Add(2 * time.Minute)) {
+			return fmt.Errorf("old attempt billed until %s, the notice's deadline is %s", end, noticeAt.Add(2*time.Minute))
+		}
+		return nil
+	})
 	// The replacement starts at the old deadline, as the old capacity goes:
 	// the two events may come in either order.
 	rec = r.advanceUntil(t, time.Minute, 30*time.Minute, "running again", func(x *job.Record) bool {

@@ -105,12 +105,17 @@ func TestAWSJobSurvivesASpotInterruptionEndToEnd(t *testing.T) {
 		}
 		return nil
 	})
-	// At the deadline EC2 takes the instance back.
-	time.Sleep(time.Until(deadline))
+	// With its checkpoint stored, spotwise terminates the instance rather
+	// than pay for it until EC2 takes it back at the deadline.
+	testutil.CheckFor(t, time.Until(deadline), 20*time.Millisecond, func() error {
+		for _, in := range cloud.Instances() {
+			if in.ID == l1.InstanceIDs[0] && in.State != "shutting-down" && in.State != "terminated" {
+				return fmt.Errorf("instance %s still %s after its checkpoint", in.ID, in.State)
+			}
+		}
+		return nil
+	})
 	agent1.kill()
-	if err := cloud.SetState(l1.InstanceIDs[0], "terminated", "Server.SpotInstanceTermination"); err != nil {
-		t.Fatal(err)
-	}
 
 	done := cs.waitJob(t, id, "finished", 90*time.Second, func(j *api.JobView) bool { return j.State.Terminal() })
 	checkSurvived(t, done, agent2)
