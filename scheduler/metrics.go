@@ -77,7 +77,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 		counter("notices_total", "Interruption notices acted on.", &m.notices),
 		counter("checkpoint_requests_total", "Checkpoint requests delivered to agents.", &m.checkpointRequests),
 		counter("checkpoint_failures_total", "Checkpoints that did not finish.", &m.checkpointFailures),
-		counter("moves_total", "Running jobs the scheduler chose to move (back to spot).", &m.moves),
+		counter("moves_total", "Running jobs the scheduler chose to move (back to spot, or to cheaper capacity).", &m.moves),
 		gauge("queued_jobs", "Jobs waiting in the queue.", func() float64 { return float64(m.queued.Load()) }),
 		gauge("last_cycle_seconds", "Duration of the last scheduling cycle.", func() float64 { return time.Duration(m.lastCycle.Load()).Seconds() }),
 	} {

@@ -25,9 +25,9 @@ func (s *Scheduler) onInterruption(ctx context.Context, m events.Message) error 
 	}
 	switch n.Kind {
 	case providers.EventSpotInterruption, providers.EventMaintenance:
-		return s.notice(ctx, n, false)
+		return s.notice(ctx, n)
 	case providers.EventRebalance:
-		return s.notice(ctx, n, true)
+		return s.rebalance(ctx, n.Instance)
 	}
 	return nil
 }
@@ -37,15 +37,12 @@ func (s *Scheduler) onInterruption(ctx context.Context, m events.Message) error 
 // attempt becomes the one being replaced, and the job waits for a
 // replacement, which the next cycle chooses with the interrupted offer
 // and, for a while, its zone out of the running. A notice overrides a
-// move the job was making of its own accord. A rebalance recommendation is
-// a move of that kind (see rebalance in move.go).
-func (s *Scheduler) notice(ctx context.Context, n *events.Interruption, rebalance bool) error {
+// move the job was making of its own accord (see move.go).
+func (s *Scheduler) notice(ctx context.Context, n *events.Interruption) error {
 	in := n.Instance
 	now := s.o.Clock.Now()
 	deadline := n.Deadline
-	if !rebalance {
-		s.requestCheckpoint(in.JobID, in.Attempt, deadline, string(n.Kind))
-	}
+	s.requestCheckpoint(in.JobID, in.Attempt, deadline, string(n.Kind))
 	var dup bool
 	var off job.Placement
 	rec, err := s.modify(ctx, in.JobID, func(r *job.Record) error {
@@ -57,12 +54,9 @@ func (s *Scheduler) notice(ctx context.Context, n *events.Interruption, rebalanc
 			}
 			return errSkip
 		}
-		if a.Notice != nil && (rebalance || !voluntary(a.Notice)) {
+		if a.Notice != nil && !voluntary(a.Notice) {
 			dup = true
 			return errSkip
-		}
-		if rebalance {
-			return errSkip // a move of the job's own: below
 		}
 		off = a.Placement
 		a.Notice = &job.Notice{Kind: string(n.Kind), At: now, Deadline: deadline, Instance: in.ID}
@@ -87,8 +81,6 @@ func (s *Scheduler) notice(ctx context.Context, n *events.Interruption, rebalanc
 	switch {
 	case dup:
 		return nil // the same notice again
-	case rebalance:
-		return s.rebalance(ctx, in)
 	case rec == nil:
 		s.log.Info("notice for an instance no current attempt owns; dropped", zap.String("job", in.JobID), zap.String("instance", in.ID))
 		return nil

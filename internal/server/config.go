@@ -427,8 +427,8 @@ func (c *Config) Validate() error {
 	if a := c.Scheduler.Arbitrage; !(a.MinSaving > 0 && a.MinSaving < 1) {
 		bad("scheduler.arbitrage.min_saving", "must be above 0 and below 1 (0.2 = a move must save 20%%)")
 	}
-	if c.Scheduler.Arbitrage.MinStay.D() < 0 {
-		bad("scheduler.arbitrage.min_stay", "must not be negative")
+	if c.Scheduler.Arbitrage.MinStay.D() <= 0 {
+		bad("scheduler.arbitrage.min_stay", "must be above 0 (such as 1h)")
 	}
 	return errors.Join(errs...)
 }

@@ -333,6 +333,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "arbitrage saving 1", set: func(c *Config) { c.Scheduler.Arbitrage.MinSaving = 1 }, field: "scheduler.arbitrage.min_saving"},
 		{name: "arbitrage saving 0", set: func(c *Config) { c.Scheduler.Arbitrage.MinSaving = 0 }, field: "scheduler.arbitrage.min_saving"},
 		{name: "arbitrage stay negative", set: func(c *Config) { c.Scheduler.Arbitrage.MinStay = job.Duration(-time.Minute) }, field: "scheduler.arbitrage.min_stay"},
+		{name: "arbitrage stay 0", set: func(c *Config) { c.Scheduler.Arbitrage.MinStay = 0 }, field: "scheduler.arbitrage.min_stay"},
 		{name: "refresh not a cron schedule", set: func(c *Config) { c.Feeds.Refresh = "every minute" }, field: "feeds.refresh"},
 	}
 	for _, tt := range tests {
