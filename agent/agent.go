@@ -327,25 +327,39 @@ func (a *run) checkpoint(ctx context.Context, deadline time.Time, why string) bo
 	if !deadline.IsZero() {
 		wait = deadline.Sub(a.c.Clock.Now())
 	}
-	wall := time.Duration(float64(wait) / a.c.ClockSpeed)
-	give := time.Now().Add(wall)
-	for time.Now().Before(give) {
-		if a.collect(ctx, why) {
-			if !deadline.IsZero() {
-				a.mu.Lock()
-				a.covered = deadline
-				a.mu.Unlock()
-			}
+	// The window is clock time: a simulated clock that is paused (or
+	// slowed) gives the workload the time the window really has.
+	give := a.c.Clock.NewTimer(wait)
+	defer give.Stop()
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
+	stored := func() bool {
+		if !a.collect(ctx, why) {
+			return false
+		}
+		if !deadline.IsZero() {
+			a.mu.Lock()
+			a.covered = deadline
+			a.mu.Unlock()
+		}
+		return true
+	}
+	for {
+		if stored() {
 			return true
 		}
 		select {
 		case <-ctx.Done():
 			return false
-		case <-time.After(50 * time.Millisecond):
+		case <-give.C():
+			if stored() { // finished at the last moment
+				return true
+			}
+			a.failed(ctx, fmt.Sprintf("the workload did not finish a checkpoint within %s", wait.Round(time.Second)))
+			return false
+		case <-poll.C:
 		}
 	}
-	a.failed(ctx, fmt.Sprintf("the workload did not finish a checkpoint within %s", wait.Round(time.Second)))
-	return false
 }
 
 // ask tells the workload to checkpoint: its signal (default SIGUSR1), or

@@ -60,14 +60,16 @@ func startAgentRig(t *testing.T, provider string) *agentRig {
 	r := &agentRig{bus: bus, notices: &fakeNotices{c: make(chan Notice, 4)}, jobID: job.NewID(time.Now())}
 	ctx, cancel := context.WithCancel(context.Background())
 	follow := func(stream, subject string, add func(events.Payload)) {
-		if err := bus.Follow(ctx, stream, []string{subject}, false, func(_ context.Context, m events.Message) error {
+		stop, err := bus.Follow(ctx, stream, []string{subject}, false, func(_ context.Context, m events.Message) error {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			add(m.Payload)
 			return nil
-		}); err != nil {
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(stop)
 	}
 	follow(events.StreamInterruptions, "spotwise.interruptions.>", func(p events.Payload) { r.forwards = append(r.forwards, p.(*events.Interruption)) })
 	follow(events.StreamAgent, events.AgentSubject(r.jobID), func(p events.Payload) {

@@ -56,7 +56,8 @@ func newIndex() *index {
 
 func (ix *index) start(ctx context.Context, store *events.JobStore) error {
 	var once sync.Once
-	return store.Watch(ctx, ix.apply, func() { once.Do(func() { close(ix.ready) }) })
+	_, err := store.Watch(ctx, ix.apply, func() { once.Do(func() { close(ix.ready) }) })
+	return err
 }
 
 // search returns where a job submitted at at with ID id is, or would be,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -43,7 +44,7 @@ type ConsumerConfig struct {
 }
 
 // Consume runs h for every message of a durable consumer until ctx ends or
-// the returned stop function is called. A message that cannot be decoded
+// the returned stop function is called; stop returns once no handler runs. A message that cannot be decoded
 // is logged, counted and terminated (never redelivered); a message whose
 // handler fails is redelivered with backoff up to MaxDeliver times.
 func (b *Bus) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (stop func(), err error) {
@@ -85,7 +86,12 @@ func (b *Bus) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (stop f
 	}
 	log := b.log.With(zap.String("consumer", cc.Durable))
 	cctx, cancel := context.WithCancel(ctx)
+	// inflight tracks handlers under way, so that stop returns only once
+	// none runs: a caller tearing down what handlers use (the scheduler's
+	// worker pool, a test's cloud) must not race the last of them.
+	var inflight gate
 	handle := func(msg jetstream.Msg) {
+		defer inflight.leave()
 		meta, _ := msg.Metadata()
 		var delivered uint64
 		if meta != nil {
@@ -115,10 +121,18 @@ func (b *Bus) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (stop f
 		}
 		_ = msg.Ack()
 	}
-	deliver := handle
+	deliver := func(msg jetstream.Msg) {
+		if !inflight.enter() {
+			return // stopping; not acked, so redelivered to whoever consumes next
+		}
+		handle(msg)
+	}
 	if cc.Workers > 1 {
 		sem := make(chan struct{}, cc.Workers)
 		deliver = func(msg jetstream.Msg) {
+			if !inflight.enter() {
+				return
+			}
 			sem <- struct{}{}
 			go func() {
 				defer func() { <-sem }()
@@ -135,11 +149,7 @@ func (b *Bus) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (stop f
 		cancel()
 		return nil, fmt.Errorf("consuming %s: %w", cc.Durable, err)
 	}
-	go func() {
-		<-cctx.Done()
-		cc2.Stop()
-	}()
-	return cancel, nil
+	return inflight.stopper(cctx, cancel, cc2.Stop), nil
 }
 
 // Responder answers one request; it returns the reply's bytes.
@@ -216,39 +226,43 @@ func (b *Bus) JobHistory(ctx context.Context, jobID string, limit int) ([]Histor
 }
 
 // Follow delivers the messages of a stream's subjects to h from an
-// ephemeral ordered consumer until ctx ends: with lastPerSubject, starting
-// at the newest message of each subject, which is how the current price
-// book is rebuilt at start. Garbled messages are counted and skipped;
-// handler errors are logged (there is no redelivery).
-func (b *Bus) Follow(ctx context.Context, stream string, subjects []string, lastPerSubject bool, h Handler) error {
+// ephemeral ordered consumer until ctx ends or stop is called (it returns
+// once h no longer runs): with lastPerSubject, starting at the newest
+// message of each subject, which is how the current price book is rebuilt
+// at start. Garbled messages are counted and skipped; handler errors are
+// logged (there is no redelivery).
+func (b *Bus) Follow(ctx context.Context, stream string, subjects []string, lastPerSubject bool, h Handler) (stop func(), err error) {
 	conf := jetstream.OrderedConsumerConfig{FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverNewPolicy}
 	if lastPerSubject {
 		conf.DeliverPolicy = jetstream.DeliverLastPerSubjectPolicy
 	}
 	cons, err := b.js.OrderedConsumer(ctx, stream, conf)
 	if err != nil {
-		return fmt.Errorf("following %s: %w", stream, err)
+		return nil, fmt.Errorf("following %s: %w", stream, err)
 	}
 	log := b.log.With(zap.String("stream", stream))
+	cctx, cancel := context.WithCancel(ctx)
+	var inflight gate
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		if !inflight.enter() {
+			return
+		}
+		defer inflight.leave()
 		env, p, err := Decode(msg.Data())
 		if err != nil {
 			b.garbled.Add(1)
 			log.Warn("dropping garbled event", zap.String("subject", msg.Subject()), zap.Error(err))
 			return
 		}
-		if err := h(ctx, Message{Subject: msg.Subject(), Envelope: env, Payload: p, Delivered: 1}); err != nil {
+		if err := h(cctx, Message{Subject: msg.Subject(), Envelope: env, Payload: p, Delivered: 1}); err != nil {
 			log.Warn("event handler failed", zap.String("subject", msg.Subject()), zap.Error(err))
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("following %s: %w", stream, err)
+		cancel()
+		return nil, fmt.Errorf("following %s: %w", stream, err)
 	}
-	go func() {
-		<-ctx.Done()
-		cc.Stop()
-	}()
-	return nil
+	return inflight.stopper(cctx, cancel, cc.Stop), nil
 }
 
 // Answer replies to requests on subject (no queue group: every subscriber
@@ -279,4 +293,63 @@ func (b *Bus) RequestEvent(ctx context.Context, subject string, p Payload) ([]by
 		return nil, err
 	}
 	return b.Request(ctx, subject, data)
+}
+
+// gate counts the handlers under way and, once closed, admits no more;
+// close waits for those under way to leave.
+type gate struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	n      int
+	closed bool
+}
+
+func (g *gate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.n++
+	return true
+}
+
+func (g *gate) leave() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.n--
+	if g.n == 0 && g.cond != nil {
+		g.cond.Broadcast()
+	}
+}
+
+// stopper returns the stop function of a consumption: it ends it
+// (cancel, then stop) and waits for the handlers under way; ctx ending
+// does the same.
+func (g *gate) stopper(ctx context.Context, cancel, stop func()) func() {
+	var once sync.Once
+	halt := func() {
+		once.Do(func() {
+			cancel()
+			stop()
+			g.close()
+		})
+	}
+	go func() {
+		<-ctx.Done()
+		halt()
+	}()
+	return halt
+}
+
+func (g *gate) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+	if g.cond == nil {
+		g.cond = sync.NewCond(&g.mu)
+	}
+	for g.n > 0 {
+		g.cond.Wait()
+	}
 }

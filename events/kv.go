@@ -97,37 +97,72 @@ type Entry struct {
 }
 
 // Watch calls fn for every current value, then calls ready once, then for
-// every change until ctx ends. fn runs on one goroutine.
-func (k *KV) Watch(ctx context.Context, fn func(Entry), ready func()) error {
-	w, err := k.kv.WatchAll(ctx)
-	if err != nil {
-		return fmt.Errorf("watching %s: %w", k.kv.Bucket(), err)
+// every change until ctx ends or stop is called; stop returns once fn no
+// longer runs. fn runs on one goroutine.
+func (k *KV) Watch(ctx context.Context, fn func(Entry), ready func()) (stop func(), err error) {
+	return k.watch(ctx, "", func(e jetstream.KeyValueEntry) {
+		if e == nil {
+			if ready != nil {
+				ready()
+			}
+			return
+		}
+		var v []byte
+		if e.Operation() == jetstream.KeyValuePut {
+			v = e.Value()
+		}
+		fn(Entry{Key: e.Key(), Value: v, Revision: e.Revision()})
+	})
+}
+
+// WatchKey calls fn with a key's current value (if it has one) and then
+// with every new one (nil when deleted) until ctx ends or stop is called.
+func (k *KV) WatchKey(ctx context.Context, key string, fn func(value []byte)) (stop func(), err error) {
+	return k.watch(ctx, key, func(e jetstream.KeyValueEntry) {
+		switch {
+		case e == nil:
+		case e.Operation() == jetstream.KeyValuePut:
+			fn(e.Value())
+		default:
+			fn(nil)
+		}
+	})
+}
+
+// watch delivers a watch's entries (nil once the current values are
+// through) to fn on one goroutine, every key when key is "".
+func (k *KV) watch(ctx context.Context, key string, fn func(jetstream.KeyValueEntry)) (stop func(), err error) {
+	wctx, cancel := context.WithCancel(ctx)
+	var w jetstream.KeyWatcher
+	if key == "" {
+		w, err = k.kv.WatchAll(wctx)
+	} else {
+		w, err = k.kv.Watch(wctx, key)
 	}
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("watching %s: %w", k.kv.Bucket(), err)
+	}
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		defer func() { _ = w.Stop() }()
 		for {
 			select {
-			case <-ctx.Done():
+			case <-wctx.Done():
 				return
 			case e, ok := <-w.Updates():
-				if !ok {
+				if !ok || wctx.Err() != nil {
 					return
 				}
-				if e == nil {
-					if ready != nil {
-						ready()
-					}
-					continue
-				}
-				var v []byte
-				if e.Operation() == jetstream.KeyValuePut {
-					v = e.Value()
-				}
-				fn(Entry{Key: e.Key(), Value: v, Revision: e.Revision()})
+				fn(e)
 			}
 		}
 	}()
-	return nil
+	return func() {
+		cancel()
+		<-done
+	}, nil
 }
 
 // JobStore keeps job records in the job-state bucket. Writes are checked
@@ -224,8 +259,9 @@ type JobChange struct {
 }
 
 // Watch calls fn for every stored record, then ready, then for every change
-// until ctx ends. Garbled records are logged and skipped.
-func (s *JobStore) Watch(ctx context.Context, fn func(JobChange), ready func()) error {
+// until ctx ends or stop is called (it returns once fn no longer runs).
+// Garbled records are logged and skipped.
+func (s *JobStore) Watch(ctx context.Context, fn func(JobChange), ready func()) (stop func(), err error) {
 	return (&KV{kv: s.kv}).Watch(ctx, func(e Entry) {
 		if e.Value == nil {
 			fn(JobChange{ID: e.Key, Revision: e.Revision})

@@ -36,7 +36,7 @@ func (s *Scheduler) cycle(ctx context.Context) {
 	}
 	s.zones.observe(offers, unavailable, now)
 	snap := Snapshot{Now: now, Jobs: batch, Offers: offers, Unavailable: unavailable, Throughput: s.tp,
-		Geography: s.o.Geography, Rates: s.book.ratesNow(), Policy: s.o.Policy, Zones: s.zones.stats, PolicyStep: max(time.Duration(s.reconStep.Load()), s.o.ReconcileInterval)}
+		Geography: s.o.Geography, Rates: s.book.ratesNow(), Policy: s.o.Policy, Zones: s.zones.stats, PolicyStep: s.o.PolicyInterval}
 	if len(moves) > 0 {
 		s.considerMoves(ctx, snap, moves)
 	}
@@ -72,9 +72,7 @@ func (s *Scheduler) cycle(ctx context.Context) {
 	s.metrics.cycles.Add(1)
 	s.metrics.lastCycle.Store(int64(time.Since(start)))
 	if len(changed) > 0 {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
+		s.spawn(func() {
 			for _, p := range changed {
 				last := p.Reasons[len(p.Reasons)-1]
 				s.emit(ctx, &events.JobEvent{JobID: p.JobID, Kind: events.KindPending, State: job.Queued, Reasons: p.Reasons,
@@ -86,7 +84,7 @@ func (s *Scheduler) cycle(ctx context.Context) {
 						fmt.Sprintf("job %s can no longer meet its deadline: %s", p.JobID, last.Message), nil, p.JobID+"-alert-deadline")
 				}
 			}
-		}()
+		})
 	}
 	s.log.Debug("cycle", zap.Int("jobs", len(batch)), zap.Int("placed", len(plan.Placements)), zap.Int("pending", len(plan.Pending)), zap.Duration("took", time.Since(start)))
 }

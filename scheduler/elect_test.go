@@ -21,7 +21,8 @@ import (
 func TestOneSchedulerAtATime(t *testing.T) {
 	for _, crash := range []bool{false, true} {
 		t.Run(fmt.Sprintf("crash=%v", crash), func(t *testing.T) {
-			r := newRig(t, rigOpt{noScheduler: true})
+			// A TTL long against a clean handover, whatever the load.
+			r := newRig(t, rigOpt{noScheduler: true, leaseTTL: 3 * time.Second})
 			cat := catalog.Default()
 			mk := func(name string) *scheduler.Scheduler {
 				return scheduler.New(r.bus, scheduler.Options{Clock: r.clk, Log: eventstest.Logger(t).Named(name), Clouds: map[string]providers.Provider{"aws": r.cloud},
@@ -31,7 +32,7 @@ func TestOneSchedulerAtATime(t *testing.T) {
 			actx, stopA := context.WithCancel(r.ctx)
 			leaseA, leaseB := r.bus.Lease("scheduler", "a"), r.bus.Lease("scheduler", "b")
 			aDone := make(chan struct{})
-			go func() { _ = leaseA.RunElected(actx, r.bus.LeaseTTL(), eventstest.Logger(t), a.Run); close(aDone) }()
+			r.goRun(func() { _ = leaseA.RunElected(actx, r.bus.LeaseTTL(), eventstest.Logger(t), a.Run); close(aDone) })
 			testutil.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
 				if leaseA.Terms() != 1 {
 					return errors.New("a has not taken the lease")
@@ -39,11 +40,11 @@ func TestOneSchedulerAtATime(t *testing.T) {
 				return nil
 			})
 			if !crash {
-				go func() { _ = leaseB.RunElected(r.ctx, r.bus.LeaseTTL(), eventstest.Logger(t), b.Run) }()
+				r.goRun(func() { _ = leaseB.RunElected(r.ctx, r.bus.LeaseTTL(), eventstest.Logger(t), b.Run) })
 			}
 			first := r.submit(t, oneGPU)
 			r.waitState(t, first.ID, job.Placing)
-			time.Sleep(300 * time.Millisecond)
+			r.settle(t)
 			if leaseB.Terms() != 0 || b.Stats().Placements != 0 {
 				t.Fatalf("b scheduled while a held the lease: %+v", b.Stats())
 			}
@@ -56,7 +57,7 @@ func TestOneSchedulerAtATime(t *testing.T) {
 				if ok, err := ghost.TryAcquire(r.ctx); !ok || err != nil {
 					t.Fatalf("re-creating a's lease: %v, %v", ok, err)
 				}
-				go func() { _ = leaseB.RunElected(r.ctx, r.bus.LeaseTTL(), eventstest.Logger(t), b.Run) }()
+				r.goRun(func() { _ = leaseB.RunElected(r.ctx, r.bus.LeaseTTL(), eventstest.Logger(t), b.Run) })
 			}
 			stopped := time.Now()
 			second := r.submit(t, oneGPU)

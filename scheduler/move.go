@@ -81,16 +81,14 @@ func moveCheckpointed(r *job.Record, attempt int, now time.Time) (*job.Attempt, 
 // closed by a move, or under notice with its checkpoint stored (its
 // capacity is going anyway, and every minute of it until then is billed).
 func (s *Scheduler) release(ctx context.Context, id string, a *job.Attempt, why string) {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	s.spawn(func() {
 		insts := s.liveInstances(ctx, a)
 		s.terminateAll(ctx, id, insts, why)
 		if len(insts) > 0 {
 			s.emit(ctx, &events.JobEvent{JobID: id, Kind: events.KindTerminated, State: job.Migrating, Attempt: a.N,
 				Message: "terminated " + joinIDs(idsOf(insts)) + " (" + why + ")"}, a.LaunchKey+"-terminated")
 		}
-	}()
+	})
 }
 
 // reconcileMove repeats a voluntary move's checkpoint request (it may have

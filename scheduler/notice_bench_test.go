@@ -79,7 +79,7 @@ func BenchmarkNotices(b *testing.B) {
 			b.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		if err := r.bus.Jobs().Watch(ctx, func(c events.JobChange) {
+		if _, err := r.bus.Jobs().Watch(ctx, func(c events.JobChange) {
 			if c.Record == nil || c.Record.Status.Current == nil {
 				return
 			}

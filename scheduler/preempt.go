@@ -113,9 +113,7 @@ func (s *Scheduler) requestCheckpoint(jobID string, attempt int, deadline time.T
 	if attempt < 1 {
 		return
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	s.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if _, err := s.bus.RequestEvent(ctx, events.AgentControlSubject(jobID), &events.AgentControl{
@@ -125,7 +123,7 @@ func (s *Scheduler) requestCheckpoint(jobID string, attempt int, deadline time.T
 			return
 		}
 		s.metrics.checkpointRequests.Add(1)
-	}()
+	})
 }
 
 // checkpointed records a checkpoint the agent stored. One from the attempt

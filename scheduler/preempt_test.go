@@ -17,29 +17,22 @@ import (
 
 const spotT4 = "name: p\ncommand: [x]\nresources: {gpus_per_node: 1, accelerators: [T4]}\nwork: 2h on T4\npurchase: spot\n"
 
-// advanceUntil moves the fake clock forward in steps, giving the system a
-// moment after each, until cond holds.
+// advanceUntil moves the fake clock forward in steps until cond holds,
+// letting the system settle after every timer that falls due: simulated
+// time never runs ahead of what the system has done with it, however slow
+// the machine.
 func (r *rig) advanceUntil(t *testing.T, step, limit time.Duration, what string, cond func(*job.Record) bool, id string) *job.Record {
 	t.Helper()
 	for moved := time.Duration(0); ; moved += step {
-		var rec *job.Record
-		ok := false
-		deadline := time.Now().Add(60 * time.Millisecond)
-		for time.Now().Before(deadline) {
-			rec = r.get(t, id)
-			if cond(rec) {
-				ok = true
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		if ok {
+		r.settle(t)
+		rec := r.get(t, id)
+		if cond(rec) {
 			return rec
 		}
 		if moved >= limit {
 			t.Fatalf("%s: not reached after %s of clock time: job %s (%s)", what, limit, rec.Status.State, rec.Status.Message)
 		}
-		r.clk.Advance(step)
+		r.advance(t, step)
 	}
 }
 
@@ -242,7 +235,7 @@ func TestDuplicateAndUnknownNotices(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec = r.advanceUntil(t, 5*time.Second, 2*time.Minute, "checkpointed", func(x *job.Record) bool { return x.Status.State == job.Migrating }, rec.ID)
-	time.Sleep(200 * time.Millisecond)
+	r.settle(t)
 	rec = r.get(t, rec.ID)
 	if rec.Status.Preemptions != 1 || rec.Status.Attempt != 2 {
 		t.Fatalf("three copies of one notice counted %d preemptions and %d attempts", rec.Status.Preemptions, rec.Status.Attempt)

@@ -28,10 +28,6 @@ func (s *Scheduler) reconcile(ctx context.Context) {
 	}
 	defer s.recMu.Unlock()
 	start := time.Now()
-	now := s.o.Clock.Now().UnixNano()
-	if prev := s.lastRecon.Swap(now); prev != 0 && now > prev {
-		s.reconStep.Store(now - prev)
-	}
 	byKey, ok := s.listInstances(ctx)
 	if !ok {
 		s.book.bump()

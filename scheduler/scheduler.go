@@ -30,6 +30,10 @@ type Options struct {
 	// ReconcileInterval is the wall time between full reconciliations
 	// against the clouds (default 15s).
 	ReconcileInterval time.Duration
+	// PolicyInterval is how often, in scheduler clock time, every queued
+	// job is looked at again whatever else changed: the longest a deadline
+	// policy's choice (wait for spot, say) holds unasked (default 1m).
+	PolicyInterval time.Duration
 	// UnavailableFor is how long an offer whose launch failed for lack of
 	// capacity is skipped, in scheduler clock time (default 3m).
 	UnavailableFor time.Duration
@@ -61,6 +65,9 @@ func (o *Options) defaults() {
 	}
 	if o.ReconcileInterval == 0 {
 		o.ReconcileInterval = 15 * time.Second
+	}
+	if o.PolicyInterval <= 0 {
+		o.PolicyInterval = time.Minute
 	}
 	if o.UnavailableFor == 0 {
 		o.UnavailableFor = 3 * time.Minute
@@ -130,17 +137,13 @@ type Scheduler struct {
 	kickC   chan struct{}
 	sem     chan struct{}
 	wg      sync.WaitGroup
+	busy    atomic.Int64 // spawned goroutines running, and a cycle
 	recMu   sync.Mutex
 	metrics *Metrics
 	zones   zoneWatch // only the cycle touches it
 	exp     *experience
 	// tp is the throughput table corrected by what running jobs measured.
 	tp bidding.ThroughputTable
-	// reconStep is how much scheduler-clock time passes between two
-	// reconciliations (nanoseconds): how soon a waiting job is looked at
-	// again, whatever the clock's speed.
-	reconStep atomic.Int64
-	lastRecon atomic.Int64
 }
 
 // entry is what the scheduler remembers of one job between events.
@@ -187,11 +190,23 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		s.log.Warn("reading what earlier terms learnt", zap.Error(err))
 	}
 	s.mu.Unlock()
+	// On the way out, every source of work is stopped (each stop waits for
+	// its handler to return) before the actions they started are waited
+	// for: nothing may start an action once Run is waiting for them.
+	var stops []func()
+	defer func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+		s.wg.Wait()
+	}()
 	ready := make(chan struct{})
 	var once sync.Once
-	if err := s.jobs.Watch(ctx, s.onJobChange, func() { once.Do(func() { close(ready) }) }); err != nil {
+	stopWatch, err := s.jobs.Watch(ctx, s.onJobChange, func() { once.Do(func() { close(ready) }) })
+	if err != nil {
 		return err
 	}
+	stops = append(stops, stopWatch)
 	select {
 	case <-ready:
 	case <-ctx.Done():
@@ -200,9 +215,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.mu.Lock()
 	s.log.Info("job index loaded", zap.Int("jobs", len(s.index)), zap.Int("queued", s.q.len()))
 	s.mu.Unlock()
-	if err := s.bus.Follow(ctx, events.StreamPrices, []string{"spotwise.prices.>"}, true, s.onOffers); err != nil {
+	stopPrices, err := s.bus.Follow(ctx, events.StreamPrices, []string{"spotwise.prices.>"}, true, s.onOffers)
+	if err != nil {
 		return err
 	}
+	stops = append(stops, stopPrices)
 	subs := []struct {
 		cc events.ConsumerConfig
 		h  events.Handler
@@ -220,32 +237,58 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		defer stop()
+		stops = append(stops, stop)
 	}
 	stopPending, err := s.bus.Serve(events.SubjectPendingReasons, s.servePending)
 	if err != nil {
 		return err
 	}
-	defer stopPending()
+	stops = append(stops, stopPending)
 	s.reconcile(ctx)
 	ticker := time.NewTicker(s.o.ReconcileInterval)
 	defer ticker.Stop()
+	// The policy's clock runs on the scheduler's clock, not the wall's:
+	// how often a waiting job is asked about again is simulated time,
+	// whatever speed the simulation runs at.
+	policy := s.o.Clock.NewTimer(s.o.PolicyInterval)
+	defer policy.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			s.wg.Wait()
 			return nil
+		case <-policy.C():
+			policy.Reset(s.o.PolicyInterval)
+			s.book.bump()
+			s.kick()
 		case <-ticker.C:
-			s.wg.Add(1)
-			go func() {
-				defer s.wg.Done()
+			s.spawn(func() {
 				s.reconcile(ctx)
-			}()
+			})
 		case <-s.kickC:
+			s.busy.Add(1)
 			time.Sleep(s.o.Debounce)
 			s.cycle(ctx)
+			s.busy.Add(-1)
 		}
 	}
+}
+
+// spawn runs fn on a goroutine Run waits for before it returns.
+func (s *Scheduler) spawn(fn func()) {
+	s.wg.Add(1)
+	s.busy.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.busy.Add(-1)
+		fn()
+	}()
+}
+
+// Busy reports whether the scheduler has work under way or asked for: an
+// action running or waiting for a worker, or a cycle to run. Tests use it
+// to let the system settle before they move simulated time on.
+func (s *Scheduler) Busy() bool {
+	return s.busy.Load() > 0 || len(s.kickC) > 0
 }
 
 // kick asks for a scheduling cycle soon.
@@ -258,9 +301,7 @@ func (s *Scheduler) kick() {
 
 // go runs fn as a tracked background action bounded by the worker pool.
 func (s *Scheduler) goAction(ctx context.Context, fn func(ctx context.Context)) {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	s.spawn(func() {
 		select {
 		case s.sem <- struct{}{}:
 		case <-ctx.Done():
@@ -268,7 +309,7 @@ func (s *Scheduler) goAction(ctx context.Context, fn func(ctx context.Context)) 
 		}
 		defer func() { <-s.sem }()
 		fn(ctx)
-	}()
+	})
 }
 
 // onJobChange keeps the index and the queue in step with the bucket.
@@ -409,7 +450,10 @@ var errSkip = errors.New("skip: job moved on")
 // (nil, nil) when fn returned errSkip.
 func (s *Scheduler) modify(ctx context.Context, id string, fn func(r *job.Record) error) (*job.Record, error) {
 	r, _, err := s.jobs.Modify(ctx, id, fn)
-	if errors.Is(err, errSkip) {
+	if errors.Is(err, errSkip) || errors.Is(err, events.ErrNotFound) {
+		// A job that moved on, or that does not exist (an event for a
+		// job spotwise never had, or one since deleted), is not changed:
+		// asking again would not make it exist.
 		return nil, nil
 	}
 	if err != nil {

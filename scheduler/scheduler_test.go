@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +35,8 @@ type rig struct {
 	store checkpoint.Store
 	dir   string // the checkpoint store's directory
 	arb   scheduler.Arbitrage
+	// running counts what the rig started (the scheduler, the feed).
+	running sync.WaitGroup
 }
 
 type rigOpt struct {
@@ -45,13 +48,19 @@ type rigOpt struct {
 	regions []string
 	// arbitrage tunes moves of running jobs to cheaper capacity.
 	arbitrage scheduler.Arbitrage
+	// leaseTTL is the bus's lease TTL (default 1s).
+	leaseTTL time.Duration
 }
 
 func newRig(t testing.TB, o rigOpt) *rig {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	clk := clock.NewFake(t0)
-	bus := eventstest.OpenBusConfig(t, events.Config{LeaseTTL: time.Second}, clk)
+	ttl := o.leaseTTL
+	if ttl == 0 {
+		ttl = time.Second
+	}
+	bus := eventstest.OpenBusConfig(t, events.Config{LeaseTTL: ttl}, clk)
 	cat := catalog.Default()
 	r := &rig{bus: bus, clk: clk, ctx: ctx, dir: t.TempDir(), arb: o.arbitrage}
 	var runner sim.Runner
@@ -76,10 +85,17 @@ func newRig(t testing.TB, o rigOpt) *rig {
 	r.cloud = cloud
 	t.Cleanup(func() {
 		cancel()
+		// Everything the rig started has stopped before the cloud closes
+		// and the test ends: nothing logs to a finished test.
+		r.running.Wait()
 		cloud.Close()
 	})
 	if !o.noFeed {
-		go func() { _ = bus.RunFeed(ctx, cloud, "sim") }()
+		r.running.Add(1)
+		go func() {
+			defer r.running.Done()
+			_ = bus.RunFeed(ctx, cloud, "sim")
+		}()
 	}
 	if !o.noScheduler {
 		r.start(t)
@@ -90,8 +106,70 @@ func newRig(t testing.TB, o rigOpt) *rig {
 func (r *rig) start(t testing.TB) {
 	cat := catalog.Default()
 	r.s = scheduler.New(r.bus, scheduler.Options{Clock: r.clk, Log: eventstest.Logger(t), Clouds: map[string]providers.Provider{"aws": r.cloud},
-		Throughput: cat, Geography: cat.GeographyOf, ReconcileInterval: 100 * time.Millisecond, Debounce: time.Millisecond, Arbitrage: r.arb})
-	go func() { _ = r.s.Run(r.ctx) }()
+		Throughput: cat, Geography: cat.GeographyOf, ReconcileInterval: 100 * time.Millisecond, PolicyInterval: 5 * time.Minute, Debounce: time.Millisecond, Arbitrage: r.arb})
+	r.running.Add(1)
+	go func() {
+		defer r.running.Done()
+		if err := r.s.Run(r.ctx); err != nil {
+			t.Errorf("scheduler: %v", err)
+		}
+	}()
+}
+
+// settle waits until the system has done all it will do at the current
+// simulated time: no timer callback or undelivered timer value, no
+// scheduler action or cycle under way or asked for, no message waiting for
+// a consumer, and nothing stored, for a few polls in a row.
+func (r *rig) settle(t testing.TB) {
+	t.Helper()
+	const quietPolls = 3
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	for quiet := 0; quiet < quietPolls; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the system did not settle in 30s (last seen %s)", last)
+		}
+		a, err := r.bus.Activity(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		clkBusy, fired := r.clk.Busy()
+		busy := clkBusy || a.Backlog > 0 || (r.s != nil && r.s.Busy())
+		now := fmt.Sprintf("stored %d backlog %d fired %d busy %v", a.Stored, a.Backlog, fired, busy)
+		if !busy && now == last {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		last = now
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// advance moves the fake clock forward by d, one falling-due timer at a
+// time, letting the system settle after each.
+func (r *rig) advance(t testing.TB, d time.Duration) {
+	t.Helper()
+	target := r.clk.Now().Add(d)
+	for range 1000 {
+		next, ok := r.clk.Next()
+		if !ok || next.After(target) {
+			break
+		}
+		r.clk.Set(next)
+		r.settle(t)
+	}
+	r.clk.Set(target)
+	r.settle(t)
+}
+
+// goRun runs fn on a goroutine the rig waits for when the test ends.
+func (r *rig) goRun(fn func()) {
+	r.running.Add(1)
+	go func() {
+		defer r.running.Done()
+		fn()
+	}()
 }
 
 func (r *rig) submit(t testing.TB, yaml string) *job.Record {

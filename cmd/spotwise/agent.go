@@ -72,7 +72,7 @@ scheduler (with --region) so the replacement starts at once.`,
 			defer bus.Close()
 			var clk clock.Clock = clock.Real{}
 			if simClock {
-				if clk, err = server.SimClockFromBus(octx, bus); err != nil {
+				if clk, err = server.SimClockFromBus(ctx, bus); err != nil { // follows pauses until the agent ends
 					return err
 				}
 				bus.SetClock(clk)

@@ -154,11 +154,22 @@ checkpoint: {duration: 20s}
 		cur := waitFor("running", func(j *api.JobView) bool {
 			return j.State == job.Running && j.Attempt == i+1 && j.Progress >= at
 		})
+		// The workload checkpoints in real time, however fast the
+		// simulation runs: the simulated clock stands still from the
+		// notice until the checkpoint is stored and the replacement
+		// chosen, so the window is what it is whatever the machine's load.
+		simPost(t, addr, "clock", map[string]bool{"paused": true})
 		if i == 1 {
 			simPost(t, addr, "preempt", map[string]string{"zone": cur.Placement.Zone}) // a storm
 		} else {
 			simPost(t, addr, "preempt", map[string]string{"job": v.ID})
 		}
+		waitFor("checkpointed and replaced", func(j *api.JobView) bool {
+			// Migrating: the notice's checkpoint is stored (checkpointing
+			// before that); the replacement is chosen.
+			return j.State == job.Migrating && j.Attempt == i+2
+		})
+		simPost(t, addr, "clock", map[string]bool{"paused": false})
 	}
 	done := waitFor("finished", func(j *api.JobView) bool { return j.State.Terminal() })
 	if done.State != job.Succeeded {

@@ -23,8 +23,82 @@ func newSimCmd() *cobra.Command {
 	}
 	cmd.AddCommand(newSimActionCmd("preempt", "Send a spot interruption notice: to a job's instances, one instance, or a whole zone (a storm)"),
 		newSimActionCmd("rebalance", "Send a rebalance recommendation to a job's instances or one instance"),
-		newSimActionCmd("maintenance", "Announce scheduled maintenance (the instance goes at the announced time)"))
+		newSimActionCmd("maintenance", "Announce scheduled maintenance (the instance goes at the announced time)"),
+		newSimClockCmd())
 	return cmd
+}
+
+// newSimClockCmd pauses, resumes or shows the simulated clock.
+func newSimClockCmd() *cobra.Command {
+	var cf clientFlags
+	cmd := &cobra.Command{
+		Use:       "clock [pause|resume]",
+		Short:     "Pause or resume the simulated clock, or show it (no simulated time passes while it is paused)",
+		Args:      cobra.MaximumNArgs(1),
+		ValidArgs: []string{"pause", "resume"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			method, body := http.MethodGet, []byte(nil)
+			if len(args) == 1 {
+				if args[0] != "pause" && args[0] != "resume" {
+					return fmt.Errorf("unknown clock action %q (pause, resume)", args[0])
+				}
+				method = http.MethodPost
+				body, _ = json.Marshal(server.ClockRequest{Paused: args[0] == "pause"})
+			}
+			data, err := simCall(cmd.Context(), c.Base, c.HTTP, method, "clock", body)
+			if err != nil {
+				return err
+			}
+			if cf.output == "json" {
+				_, err := cmd.OutOrStdout().Write(data)
+				return err
+			}
+			var reply server.ClockReply
+			if err := json.Unmarshal(data, &reply); err != nil {
+				return err
+			}
+			state := fmt.Sprintf("running at %gx", reply.Speed)
+			if reply.Paused {
+				state = "paused"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "simulated clock %s, reading %s\n", state, reply.Now.UTC().Format(time.RFC3339))
+			return nil
+		},
+	}
+	cf.register(cmd)
+	return cmd
+}
+
+// simCall sends one request to /v1/sim/<action> and returns the reply's
+// body, or the server's error.
+func simCall(ctx context.Context, base string, hc *http.Client, method, action string, body []byte) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(ctx, method, base+"/v1/sim/"+action, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(hreq)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the spotwise server at %s: %w", base, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode >= 400 {
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		if json.Unmarshal(data, &e) == nil && e.Error.Message != "" {
+			return nil, fmt.Errorf("%s (%s)", e.Error.Message, e.Error.Code)
+		}
+		return nil, fmt.Errorf("server answered %s", resp.Status)
+	}
+	return data, nil
 }
 
 func newSimActionCmd(action, short string) *cobra.Command {
@@ -42,27 +116,9 @@ func newSimActionCmd(action, short string) *cobra.Command {
 			}
 			req.In = job.Duration(in)
 			body, _ := json.Marshal(req)
-			ctx, cancel := context.WithTimeout(cmd.Context(), 15*time.Second)
-			defer cancel()
-			hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Base+"/v1/sim/"+action, bytes.NewReader(body))
+			data, err := simCall(cmd.Context(), c.Base, c.HTTP, http.MethodPost, action, body)
 			if err != nil {
 				return err
-			}
-			hreq.Header.Set("Content-Type", "application/json")
-			resp, err := c.HTTP.Do(hreq)
-			if err != nil {
-				return fmt.Errorf("cannot reach the spotwise server at %s: %w", c.Base, err)
-			}
-			defer resp.Body.Close()
-			data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-			if resp.StatusCode >= 400 {
-				var e struct {
-					Error struct{ Code, Message string } `json:"error"`
-				}
-				if json.Unmarshal(data, &e) == nil && e.Error.Message != "" {
-					return fmt.Errorf("%s (%s)", e.Error.Message, e.Error.Code)
-				}
-				return fmt.Errorf("server answered %s", resp.Status)
 			}
 			if cf.output == "json" {
 				_, err := cmd.OutOrStdout().Write(data)

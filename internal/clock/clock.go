@@ -8,6 +8,7 @@ package clock
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -52,36 +53,135 @@ func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
 // time WallAnchor it reads SimAnchor. It lets the simulated cloud fast-forward
 // (a 2-hour job finishes in a minute at 120x) while every component keeps
 // reasoning in its own, consistent time.
+//
+// It can be paused and re-anchored (Pause, Resume, SetAnchor): its timers
+// keep their deadlines in simulated time and are re-armed, so nothing on it
+// fires while it is paused. A test drives simulated time this way instead
+// of racing a fast-forwarded clock with the wall's.
 type Scaled struct {
-	wallAnchor time.Time
-	simAnchor  time.Time
-	speed      float64
+	a atomic.Pointer[Anchor]
+
+	mu     sync.Mutex
+	timers map[scaledArmed]struct{} // armed timers, re-armed on a change
 }
+
+// Anchor ties a Scaled clock to the wall: at Wall it reads Sim, and it runs
+// Speed times faster than the wall unless Paused (then it reads Sim).
+type Anchor struct {
+	Wall   time.Time `json:"wall"`
+	Sim    time.Time `json:"sim"`
+	Speed  float64   `json:"speed"`
+	Paused bool      `json:"paused,omitempty"`
+}
+
+// At is the simulated time at wall time w.
+func (a Anchor) At(w time.Time) time.Time {
+	if a.Paused {
+		return a.Sim
+	}
+	return a.Sim.Add(time.Duration(float64(w.Sub(a.Wall)) * a.Speed))
+}
+
+// scaledArmed is a timer of a Scaled clock that can be re-armed.
+type scaledArmed interface{ rearm() }
 
 // NewScaled returns a clock that reads sim at wall and runs speed times faster
 // than the wall clock. speed must be positive.
 func NewScaled(wall, sim time.Time, speed float64) *Scaled {
-	if speed <= 0 {
+	return NewScaledAt(Anchor{Wall: wall, Sim: sim, Speed: speed})
+}
+
+// NewScaledAt returns a clock on an anchor; its speed must be positive.
+func NewScaledAt(a Anchor) *Scaled {
+	if a.Speed <= 0 {
 		panic("clock: speed must be positive")
 	}
-	return &Scaled{wallAnchor: wall, simAnchor: sim, speed: speed}
+	s := &Scaled{timers: map[scaledArmed]struct{}{}}
+	s.a.Store(&a)
+	return s
 }
 
-// Speed is how many seconds of this clock pass per wall-clock second.
-func (s *Scaled) Speed() float64 { return s.speed }
+// Speed is how many seconds of this clock pass per wall-clock second (while
+// it is not paused).
+func (s *Scaled) Speed() float64 { return s.a.Load().Speed }
 
 // Anchor returns the wall and simulated instants the clock is anchored at.
-func (s *Scaled) Anchor() (wall, sim time.Time) { return s.wallAnchor, s.simAnchor }
-
-// Now is the simulated time.
-func (s *Scaled) Now() time.Time { return s.at(time.Now()) }
-
-func (s *Scaled) at(wall time.Time) time.Time {
-	return s.simAnchor.Add(time.Duration(float64(wall.Sub(s.wallAnchor)) * s.speed))
+func (s *Scaled) Anchor() (wall, sim time.Time) {
+	a := s.a.Load()
+	return a.Wall, a.Sim
 }
 
-func (s *Scaled) wall(d time.Duration) time.Duration {
-	return time.Duration(float64(d) / s.speed)
+// Current is the clock's anchor.
+func (s *Scaled) Current() Anchor { return *s.a.Load() }
+
+// Paused reports whether the clock stands still.
+func (s *Scaled) Paused() bool { return s.a.Load().Paused }
+
+// Now is the simulated time.
+func (s *Scaled) Now() time.Time { return s.a.Load().At(time.Now()) }
+
+// Pause stops the clock at its current time; it returns the new anchor.
+func (s *Scaled) Pause() Anchor {
+	now := time.Now()
+	a := *s.a.Load()
+	if a.Paused {
+		return a
+	}
+	return s.SetAnchor(Anchor{Wall: now, Sim: a.At(now), Speed: a.Speed, Paused: true})
+}
+
+// Resume lets a paused clock run again from where it stood.
+func (s *Scaled) Resume() Anchor {
+	a := *s.a.Load()
+	if !a.Paused {
+		return a
+	}
+	return s.SetAnchor(Anchor{Wall: time.Now(), Sim: a.Sim, Speed: a.Speed})
+}
+
+// SetAnchor moves the clock onto a new anchor (another process paused or
+// resumed the clock they share) and re-arms every timer for its deadline.
+// Time never goes back: an anchor that would read earlier than now is moved
+// to now.
+func (s *Scaled) SetAnchor(a Anchor) Anchor {
+	if a.Speed <= 0 {
+		a.Speed = s.a.Load().Speed
+	}
+	now := time.Now()
+	if cur := s.Now(); a.At(now).Before(cur) {
+		a.Wall, a.Sim = now, cur
+	}
+	s.mu.Lock()
+	s.a.Store(&a)
+	armed := make([]scaledArmed, 0, len(s.timers))
+	for t := range s.timers {
+		armed = append(armed, t)
+	}
+	s.mu.Unlock()
+	for _, t := range armed {
+		t.rearm()
+	}
+	return a
+}
+
+// wallUntil is how long the wall waits until the clock reads at; ok is
+// false while the clock is paused (it never reaches at then).
+func (s *Scaled) wallUntil(at time.Time) (d time.Duration, ok bool) {
+	a := s.a.Load()
+	if a.Paused {
+		return 0, a.Sim.After(at) || a.Sim.Equal(at)
+	}
+	return max(0, time.Duration(float64(at.Sub(a.At(time.Now())))/a.Speed)), true
+}
+
+func (s *Scaled) track(t scaledArmed, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if on {
+		s.timers[t] = struct{}{}
+	} else {
+		delete(s.timers, t)
+	}
 }
 
 // NewTimer fires after d of simulated time.
@@ -95,39 +195,87 @@ func (s *Scaled) NewTimer(d time.Duration) Timer {
 
 // AfterFunc calls f after d of simulated time.
 func (s *Scaled) AfterFunc(d time.Duration, f func()) Timer {
-	return scaledFunc{s: s, t: time.AfterFunc(s.wall(d), f)}
+	st := &scaledTimer{s: s, fn: f}
+	st.mu.Lock()
+	st.start(d)
+	st.mu.Unlock()
+	return st
 }
 
-// scaledTimer is a channel timer on a Scaled clock. Like time.Timer since
-// Go 1.23, Stop and Reset discard a fired value not yet received, so no
-// receive after them sees a stale time; seq makes a callback already on its
-// way when they run deliver nothing.
+// scaledTimer is a timer on a Scaled clock: a channel timer, or a function
+// timer when fn is set. Like time.Timer since Go 1.23, Stop and Reset
+// discard a fired value not yet received, so no receive after them sees a
+// stale time; seq makes a callback already on its way when they run deliver
+// nothing. Its deadline is in simulated time, so a pause or a new anchor
+// re-arms it.
 type scaledTimer struct {
-	s *Scaled
-	c chan time.Time
+	s  *Scaled
+	c  chan time.Time
+	fn func()
 
-	mu  sync.Mutex
-	t   *time.Timer
-	seq uint64
+	mu   sync.Mutex
+	t    *time.Timer
+	when time.Time
+	seq  uint64
 	// done is set once the current arming has delivered its value or been
 	// disarmed: nothing more will come of it.
 	done bool
 }
 
-// start arms the timer; called with mu held.
+// start arms the timer for d from now; called with mu held.
 func (st *scaledTimer) start(d time.Duration) {
-	seq := st.seq
 	st.done = false
-	st.t = time.AfterFunc(st.s.wall(d), func() { st.fire(seq) })
+	st.when = st.s.Now().Add(d)
+	st.s.track(st, true)
+	st.armLocked()
+}
+
+// armLocked sets the wall timer for the deadline (none while the clock is
+// paused before it); called with mu held.
+func (st *scaledTimer) armLocked() {
+	seq := st.seq
+	wall, ok := st.s.wallUntil(st.when)
+	if !ok {
+		st.t = nil
+		return
+	}
+	st.t = time.AfterFunc(wall, func() { st.fire(seq) })
+}
+
+func (st *scaledTimer) rearm() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.done {
+		return
+	}
+	if st.t != nil {
+		st.t.Stop()
+	}
+	st.seq++
+	st.armLocked()
 }
 
 func (st *scaledTimer) fire(seq uint64) {
 	st.mu.Lock()
-	defer st.mu.Unlock()
-	if seq != st.seq {
+	if seq != st.seq || st.done {
+		st.mu.Unlock()
+		return
+	}
+	if now := st.s.Now(); now.Before(st.when) {
+		// The wall timer rounds; or the clock was re-anchored on the way.
+		st.seq++
+		st.armLocked()
+		st.mu.Unlock()
 		return
 	}
 	st.done = true
+	st.s.track(st, false)
+	if st.fn != nil {
+		st.mu.Unlock()
+		go st.fn()
+		return
+	}
+	defer st.mu.Unlock()
 	select {
 	case st.c <- st.s.Now():
 	default:
@@ -137,16 +285,19 @@ func (st *scaledTimer) fire(seq uint64) {
 // disarm stops the timer and discards any undelivered or unreceived value,
 // reporting whether a value was kept from the receiver; called with mu held.
 func (st *scaledTimer) disarm() bool {
-	pending := st.t.Stop()
-	st.seq++
-	if !pending && !st.done {
-		pending = true // the callback had started but will now deliver nothing
+	pending := !st.done
+	if st.t != nil {
+		st.t.Stop()
 	}
+	st.seq++
 	st.done = true
-	select {
-	case <-st.c:
-		pending = true
-	default:
+	st.s.track(st, false)
+	if st.c != nil {
+		select {
+		case <-st.c:
+			pending = true
+		default:
+		}
 	}
 	return pending
 }
@@ -167,22 +318,16 @@ func (st *scaledTimer) Reset(d time.Duration) bool {
 	return pending
 }
 
-// scaledFunc is an AfterFunc timer on a Scaled clock.
-type scaledFunc struct {
-	s *Scaled
-	t *time.Timer
-}
-
-func (sf scaledFunc) C() <-chan time.Time        { return nil }
-func (sf scaledFunc) Stop() bool                 { return sf.t.Stop() }
-func (sf scaledFunc) Reset(d time.Duration) bool { return sf.t.Reset(sf.s.wall(d)) }
-
 // Fake is a clock for tests: time stands still until Advance or Set moves it,
 // and timers due by then fire in order of their deadlines.
 type Fake struct {
 	mu     sync.Mutex
 	now    time.Time
 	timers []*fakeTimer
+	// calls counts AfterFunc callbacks started and not yet returned.
+	calls int
+	// fired counts timers fired, to tell that time made something happen.
+	fired uint64
 }
 
 // NewFake returns a fake clock reading t.
@@ -241,6 +386,38 @@ func (f *Fake) Timers() int {
 	return n
 }
 
+// Next reports when the earliest waiting timer falls due.
+func (f *Fake) Next() (time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var next time.Time
+	ok := false
+	for _, t := range f.timers {
+		if t.active && (!ok || t.when.Before(next)) {
+			next, ok = t.when, true
+		}
+	}
+	return next, ok
+}
+
+// Busy reports whether time has made something happen that is not over:
+// an AfterFunc callback still runs, or a fired channel timer's value has
+// not been received. Fired is how many timers have fired so far. Tests use
+// both to let a system settle before moving time on.
+func (f *Fake) Busy() (busy bool, fired uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.calls > 0 {
+		return true, f.fired
+	}
+	for _, t := range f.timers {
+		if t.fn == nil && !t.active && len(t.c) > 0 {
+			return true, f.fired
+		}
+	}
+	return false, f.fired
+}
+
 // NewTimer returns a timer that fires when the fake clock reaches now+d.
 func (f *Fake) NewTimer(d time.Duration) Timer {
 	return f.add(d, nil)
@@ -271,7 +448,7 @@ func (f *Fake) compact() {
 	}
 	kept := f.timers[:0]
 	for _, t := range f.timers {
-		if t.active {
+		if t.active || (t.fn == nil && len(t.c) > 0) { // Busy looks at unreceived values
 			kept = append(kept, t)
 		}
 	}
@@ -291,8 +468,17 @@ type fakeTimer struct {
 
 // fire delivers the timer without blocking; called with f.mu held.
 func (t *fakeTimer) fire(now time.Time) {
+	t.f.fired++
 	if t.fn != nil {
-		go t.fn()
+		t.f.calls++
+		go func() {
+			defer func() {
+				t.f.mu.Lock()
+				t.f.calls--
+				t.f.mu.Unlock()
+			}()
+			t.fn()
+		}()
 		return
 	}
 	select {

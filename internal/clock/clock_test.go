@@ -456,3 +456,62 @@ func TestNewScaledRefusesBadSpeed(t *testing.T) {
 		}()
 	}
 }
+
+// A paused clock stands still and fires nothing until it is resumed, then
+// its timers fire at their deadlines in simulated time.
+func TestScaledPauseHoldsTimers(t *testing.T) {
+	const speed = 1000
+	c := NewScaled(time.Now(), t0, speed)
+	tm := c.NewTimer(10 * time.Second) // 10ms of wall time
+	ran := make(chan struct{})
+	c.AfterFunc(10*time.Second, func() { close(ran) })
+	a := c.Pause()
+	if !a.Paused || !c.Paused() {
+		t.Fatal("Pause did not pause")
+	}
+	stood := c.Now()
+	guard := time.NewTimer(60 * time.Millisecond) // six times the timers' wall delay
+	select {
+	case v := <-tm.C():
+		t.Fatalf("a timer fired at %v while the clock was paused", v)
+	case <-ran:
+		t.Fatal("an AfterFunc ran while the clock was paused")
+	case <-guard.C:
+	}
+	if !c.Now().Equal(stood) {
+		t.Fatalf("a paused clock moved from %v to %v", stood, c.Now())
+	}
+	c.Resume()
+	select {
+	case v := <-tm.C():
+		if v.Sub(t0) < 10*time.Second {
+			t.Errorf("fired reading %v, before its deadline", v)
+		}
+	case <-time.After(within):
+		t.Fatal("the timer did not fire after Resume")
+	}
+	waitFor(t, ran, "AfterFunc after Resume")
+}
+
+// A clock following another process's anchor (a shared simulated clock)
+// takes its pauses and never goes back in time.
+func TestScaledSetAnchor(t *testing.T) {
+	c := NewScaled(time.Now(), t0, 1000)
+	leader := NewScaled(time.Now(), t0, 1000)
+	time.Sleep(5 * time.Millisecond)
+	a := leader.Pause()
+	c.SetAnchor(a)
+	if !c.Paused() {
+		t.Fatal("the follower did not pause")
+	}
+	// An anchor that would read earlier than now is moved up to now.
+	before := c.Now()
+	c.SetAnchor(Anchor{Wall: time.Now(), Sim: t0, Speed: 1000, Paused: true})
+	if c.Now().Before(before) {
+		t.Fatalf("the clock went back from %v to %v", before, c.Now())
+	}
+	c.SetAnchor(leader.Resume())
+	if c.Paused() {
+		t.Fatal("the follower did not resume")
+	}
+}

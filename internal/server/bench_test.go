@@ -48,7 +48,7 @@ func BenchmarkSubmitToPlaced200PerSecond(b *testing.B) {
 	placedAt := map[string]time.Time{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := s.Bus().Jobs().Watch(ctx, func(c events.JobChange) {
+	if _, err := s.Bus().Jobs().Watch(ctx, func(c events.JobChange) {
 		if c.Record == nil || c.Record.Status.State == job.Queued {
 			return
 		}

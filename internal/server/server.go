@@ -80,6 +80,11 @@ func (s *Server) start(ctx, rctx context.Context) error {
 		return err
 	}
 	bus := s.bus
+	if sc, ok := s.clock.(*clock.Scaled); ok {
+		if err := followClock(rctx, bus, sc, s.log); err != nil {
+			return err
+		}
+	}
 	var err error
 	cat := catalog.Default()
 	if err := checkSimScope(cat, cfg.Sim); err != nil {
@@ -424,7 +429,8 @@ func nodeID(cfg Config) (string, error) {
 
 // SimClockFromBus returns the clock the servers on a bus run on (scaled
 // when the simulated cloud runs fast), for processes such as the agent
-// that must keep the same time; the real clock if none is anchored.
+// that must keep the same time; the real clock if none is anchored. A
+// scaled clock follows the shared anchor (pauses included) until ctx ends.
 func SimClockFromBus(ctx context.Context, bus *events.Bus) (clock.Clock, error) {
 	b, _, err := bus.Meta().Get(ctx, clockKey)
 	if errors.Is(err, events.ErrNotFound) {
@@ -433,50 +439,83 @@ func SimClockFromBus(ctx context.Context, bus *events.Bus) (clock.Clock, error) 
 	if err != nil {
 		return nil, fmt.Errorf("reading the simulated clock: %w", err)
 	}
-	var a clockAnchor
-	if err := json.Unmarshal(b, &a); err != nil || a.Speed <= 0 {
-		return nil, fmt.Errorf("the simulated clock's anchor is garbled")
+	a, err := decodeAnchor(b)
+	if err != nil {
+		return nil, err
 	}
-	return clock.NewScaled(a.Wall, a.Sim, a.Speed), nil
-}
-
-// clockAnchor is the simulated clock's anchor, kept in the meta bucket so
-// that simulated time continues across restarts instead of jumping back.
-type clockAnchor struct {
-	Wall  time.Time `json:"wall"`
-	Sim   time.Time `json:"sim"`
-	Speed float64   `json:"speed"`
+	c := clock.NewScaledAt(a)
+	if err := followClock(ctx, bus, c, nil); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 const clockKey = "sim-clock"
 
+func decodeAnchor(b []byte) (clock.Anchor, error) {
+	var a clock.Anchor
+	if err := json.Unmarshal(b, &a); err != nil || a.Speed <= 0 {
+		return a, errors.New("the simulated clock's anchor is garbled")
+	}
+	return a, nil
+}
+
+// followClock keeps a scaled clock on the anchor every process of the
+// system shares, so that a pause or resume reaches the servers and agents
+// alike, until ctx ends.
+func followClock(ctx context.Context, bus *events.Bus, c *clock.Scaled, log *zap.Logger) error {
+	_, err := bus.Meta().WatchKey(ctx, clockKey, func(b []byte) {
+		if b == nil {
+			return
+		}
+		a, err := decodeAnchor(b)
+		if err != nil {
+			if log != nil {
+				log.Warn("ignoring a garbled simulated clock anchor", zap.Error(err))
+			}
+			return
+		}
+		if cur := c.Current(); cur != a {
+			c.SetAnchor(a)
+		}
+	})
+	return err
+}
+
 // simClock returns the server clock: real time at speed 1 with no history,
-// otherwise a scaled clock continuing from the stored anchor.
+// otherwise a scaled clock continuing from the stored anchor, paused if it
+// was.
 func simClock(ctx context.Context, bus *events.Bus, speed float64, log *zap.Logger) (clock.Clock, error) {
 	now := time.Now()
-	anchor := clockAnchor{Wall: now, Sim: now, Speed: speed}
+	anchor := clock.Anchor{Wall: now, Sim: now, Speed: speed}
 	b, _, err := bus.Meta().Get(ctx, clockKey)
 	switch {
 	case err == nil:
-		var old clockAnchor
-		if json.Unmarshal(b, &old) == nil && old.Speed > 0 {
-			simNow := clock.NewScaled(old.Wall, old.Sim, old.Speed).Now()
-			anchor = clockAnchor{Wall: now, Sim: simNow, Speed: speed}
-			if old.Speed == speed {
-				anchor = old
+		if old, err := decodeAnchor(b); err == nil {
+			anchor = old
+			if old.Speed != speed {
+				simNow := old.At(now)
+				anchor = clock.Anchor{Wall: now, Sim: simNow, Speed: speed, Paused: old.Paused}
 			}
 		}
 	case !errors.Is(err, events.ErrNotFound):
 		return nil, fmt.Errorf("reading the simulated clock: %w", err)
 	}
-	if speed == 1 && anchor.Sim.Equal(anchor.Wall) {
+	if speed == 1 && anchor.Sim.Equal(anchor.Wall) && !anchor.Paused {
 		return clock.Real{}, nil
 	}
-	nb, _ := json.Marshal(anchor)
-	if _, err := bus.Meta().Put(ctx, clockKey, nb); err != nil {
-		return nil, fmt.Errorf("storing the simulated clock: %w", err)
+	if err := putAnchor(ctx, bus, anchor); err != nil {
+		return nil, err
 	}
-	c := clock.NewScaled(anchor.Wall, anchor.Sim, anchor.Speed)
-	log.Info("simulated clock", zap.Float64("speed", speed), zap.Time("now", c.Now()))
+	c := clock.NewScaledAt(anchor)
+	log.Info("simulated clock", zap.Float64("speed", speed), zap.Time("now", c.Now()), zap.Bool("paused", anchor.Paused))
 	return c, nil
+}
+
+func putAnchor(ctx context.Context, bus *events.Bus, a clock.Anchor) error {
+	nb, _ := json.Marshal(a)
+	if _, err := bus.Meta().Put(ctx, clockKey, nb); err != nil {
+		return fmt.Errorf("storing the simulated clock: %w", err)
+	}
+	return nil
 }

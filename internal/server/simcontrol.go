@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/spotwise/spotwise/checkpoint"
 	"github.com/spotwise/spotwise/internal/clock"
 	"github.com/spotwise/spotwise/job"
@@ -133,17 +135,75 @@ func jobInstances(cloud *sim.Cloud, jobID string) ([]string, error) {
 	return ids, nil
 }
 
+// ClockRequest pauses or resumes the simulated clock (POST /v1/sim/clock).
+type ClockRequest struct {
+	Paused bool `json:"paused"`
+}
+
+// ClockReply is the simulated clock after a request.
+type ClockReply struct {
+	Now    time.Time `json:"now"`
+	Speed  float64   `json:"speed"`
+	Paused bool      `json:"paused"`
+}
+
+// simClockHTTP pauses or resumes the simulated clock every process of the
+// system keeps (servers and agents follow the shared anchor): while it is
+// paused, no simulated time passes, so a demo can be looked at, or a test
+// can let a real workload checkpoint inside a notice window whatever the
+// machine's speed. GET reads it.
+func (s *Server) simClockHTTP(w http.ResponseWriter, r *http.Request) {
+	sc, ok := s.clock.(*clock.Scaled)
+	if !ok {
+		w.WriteHeader(http.StatusConflict)
+		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "real_time",
+			"message": "the server runs on real time (sim speed 1 with real clouds or no simulated history): there is no simulated clock to pause"}})
+		return
+	}
+	if r.Method == http.MethodPost {
+		var req ClockRequest
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4<<10))
+		if err == nil {
+			err = json.Unmarshal(body, &req)
+		}
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "invalid_request", "message": "body: " + err.Error() + ` (want {"paused": true|false})`}})
+			return
+		}
+		a := sc.Resume()
+		if req.Paused {
+			a = sc.Pause()
+		}
+		if err := putAnchor(r.Context(), s.bus, a); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "unavailable", "message": err.Error()}})
+			return
+		}
+		s.log.Info("simulated clock", zap.Bool("paused", a.Paused), zap.Time("now", sc.Now()))
+	}
+	_ = json.NewEncoder(w).Encode(ClockReply{Now: sc.Now(), Speed: sc.Speed(), Paused: sc.Paused()})
+}
+
 // simHTTP serves POST /v1/sim/{preempt,rebalance,maintenance} by asking
-// the server that runs the simulated cloud.
+// the server that runs the simulated cloud, and /v1/sim/clock.
 func (s *Server) simHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
+	action := strings.TrimPrefix(r.URL.Path, "/v1/sim/")
+	if action == "clock" && r.Method == http.MethodGet {
+		s.simClockHTTP(w, r)
+		return
+	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		w.WriteHeader(http.StatusMethodNotAllowed)
 		_, _ = w.Write([]byte(`{"error":{"code":"method_not_allowed","message":"use POST"}}` + "\n"))
 		return
 	}
-	action := strings.TrimPrefix(r.URL.Path, "/v1/sim/")
+	if action == "clock" {
+		s.simClockHTTP(w, r)
+		return
+	}
 	var req SimRequest
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
 	if err == nil && len(body) > 0 {

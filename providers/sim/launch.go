@@ -171,6 +171,7 @@ func (c *Cloud) newRecord(req providers.LaunchRequest, o *offer, price money.Mic
 			IdempotencyKey: req.IdempotencyKey,
 			LaunchedAt:     now,
 		},
+		Count:    req.Count,
 		Workload: cloneWorkload(req.Workload),
 		Tags:     maps.Clone(req.Tags),
 		DueAt:    now.Add(o.static.LaunchLatency),

@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"testing"
+
+	"github.com/spotwise/spotwise/providers"
 )
 
 // A crash between persisting the nodes of one launch leaves some of them;
@@ -11,15 +13,7 @@ import (
 // keeping the nodes that exist.
 func TestRetriedLaunchCompletesAPartialOne(t *testing.T) {
 	e := newEnv(t)
-	e.setAvailable(awsSmallOD, 10)
-	first := e.launch(awsSmallOD, "multi", 4)
-	e.cloud.Close()
-	for _, in := range first[1:] {
-		if err := e.store.Delete(context.Background(), storeKey(in.ID)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e.cloud = e.start()
+	first := e.crashMidLaunch(t)
 	again := e.launch(awsSmallOD, "multi", 4)
 	if len(again) != 4 {
 		t.Fatalf("retried launch returned %d instances, want 4", len(again))
@@ -43,4 +37,43 @@ func TestRetriedLaunchCompletesAPartialOne(t *testing.T) {
 	if got := e.offer(awsSmallOD).Available; got != 6 {
 		t.Fatalf("available %d, want 6 (10 minus the 4 nodes, counted once)", got)
 	}
+}
+
+// A crash that stored only some nodes of a launch does not leave a job on
+// part of its machines: the restarted cloud has every node of the launch,
+// booting with the stored ones, before anyone asks again.
+func TestRestartRestoresTheNodesOfAPartlyStoredLaunch(t *testing.T) {
+	e := newEnv(t)
+	first := e.crashMidLaunch(t)
+	all, err := e.cloud.Instances(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ids(all), ids(first); !slices.Equal(got, want) {
+		t.Fatalf("after the restart the cloud lists %v, want every node of the launch %v", got, want)
+	}
+	for _, in := range all {
+		if in.State != first[0].State || !in.LaunchedAt.Equal(first[0].LaunchedAt) || in.Price != first[0].Price {
+			t.Fatalf("restored node %+v differs from the stored one %+v", in, first[0])
+		}
+	}
+	if got := e.offer(awsSmallOD).Available; got != 6 {
+		t.Fatalf("available %d, want 6 (every node of the launch holds capacity)", got)
+	}
+}
+
+// crashMidLaunch launches 4 nodes, then restarts the cloud with only the
+// first node's record stored, as a crash between the nodes' writes leaves
+// it; it returns the launch's instances.
+func (e *env) crashMidLaunch(t *testing.T) []providers.Instance {
+	e.setAvailable(awsSmallOD, 10)
+	first := e.launch(awsSmallOD, "multi", 4)
+	e.cloud.Close()
+	for _, in := range first[1:] {
+		if err := e.store.Delete(context.Background(), storeKey(in.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.cloud = e.start()
+	return first
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -26,6 +27,10 @@ type record struct {
 	Cloud    string             `json:"cloud"` // Options.Name of the cloud that owns it
 	Offer    string             `json:"offer"`
 	Instance providers.Instance `json:"instance"`
+	// Count is how many nodes the launch that made it bought: a launch
+	// the cloud accepted is whole, so a restart completes one that a crash
+	// left with only some of its nodes stored.
+	Count    int                `json:"count,omitempty"`
 	Workload providers.Workload `json:"workload,omitzero"`
 	Tags     map[string]string  `json:"tags,omitempty"`
 	// DueAt is when a pending instance becomes running; it is stored
@@ -184,6 +189,52 @@ func (c *Cloud) load(ctx context.Context) error {
 	for key, ids := range c.byKey {
 		slices.SortFunc(ids, func(a, b string) int { return c.insts[a].rec.Instance.Node - c.insts[b].rec.Instance.Node })
 		c.byKey[key] = ids
+		if err := c.completeStoredLocked(key); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// completeStoredLocked restores the nodes of a launch that a crash left
+// partly stored (its nodes are written one by one): the cloud accepted the
+// launch, so every node exists, booting with the ones that were stored.
+func (c *Cloud) completeStoredLocked(key string) error {
+	ids := c.byKey[key]
+	first := c.insts[ids[0]]
+	count := first.rec.Count
+	if len(ids) >= count {
+		return nil
+	}
+	have := map[int]bool{}
+	for _, id := range ids {
+		have[c.insts[id].rec.Instance.Node] = true
+	}
+	for n := range count {
+		if have[n] {
+			continue
+		}
+		rec := first.rec
+		rec.Instance.ID = instanceID(c.name, key, n)
+		rec.Instance.Node = n
+		rec.Workload = cloneWorkload(first.rec.Workload)
+		rec.Tags = maps.Clone(first.rec.Tags)
+		in := &instance{rec: rec}
+		if err := c.putLocked(in); err != nil {
+			return fmt.Errorf("sim: completing launch %s: %w", key, err)
+		}
+		c.insts[rec.Instance.ID] = in
+		c.byKey[key] = append(c.byKey[key], rec.Instance.ID)
+		if !rec.Instance.State.Ended() {
+			if o, ok := c.offers[rec.Offer]; ok {
+				o.live++
+			}
+			if rec.Instance.State == providers.InstanceRunning {
+				c.fx.starts = append(c.fx.starts, in)
+			}
+		}
+		c.log.Warn("restored a node of a launch a crash left partly stored", zap.String("key", key), zap.Int("node", n))
+	}
+	slices.SortFunc(c.byKey[key], func(a, b string) int { return c.insts[a].rec.Instance.Node - c.insts[b].rec.Instance.Node })
 	return nil
 }
