@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/spotwise/spotwise/checkpoint"
+	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
-	"github.com/spotwise/spotwise/internal/clock"
 	"github.com/spotwise/spotwise/providers"
 )
 

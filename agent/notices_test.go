@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/spotwise/spotwise/checkpoint"
+	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/events/eventstest"
-	"github.com/spotwise/spotwise/internal/clock"
 	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/providers"

@@ -11,8 +11,8 @@ import (
 
 	"github.com/spotwise/spotwise/bidding"
 	"github.com/spotwise/spotwise/checkpoint"
+	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
-	"github.com/spotwise/spotwise/internal/clock"
 	"github.com/spotwise/spotwise/providers"
 )
 

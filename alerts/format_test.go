@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/spotwise/spotwise/alerts"
+	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/events/eventstest"
-	"github.com/spotwise/spotwise/internal/clock"
 )
 
 type slackMessage struct {

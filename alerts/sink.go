@@ -13,8 +13,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
-	"github.com/spotwise/spotwise/internal/clock"
 )
 
 // KindSuppressed is the kind of the alert that says how many alerts a

@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/spotwise/spotwise/api"
+	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/events/eventstest"
-	"github.com/spotwise/spotwise/internal/clock"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/providers/catalog"
 )

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/spotwise/spotwise/api"
-	"github.com/spotwise/spotwise/internal/money"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/money"
 )
 
 func TestHTTPCancel(t *testing.T) {

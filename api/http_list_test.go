@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/spotwise/spotwise/api"
-	"github.com/spotwise/spotwise/internal/money"
 	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/money"
 )
 
 // listHTTP lists through the HTTP API with a raw query string.

@@ -9,8 +9,8 @@ import (
 	"unique"
 
 	"github.com/spotwise/spotwise/events"
-	"github.com/spotwise/spotwise/internal/money"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/money"
 )
 
 // index is the listing view of every job, kept by a watch on the job-state

@@ -4,8 +4,8 @@ import (
 	"time"
 
 	"github.com/spotwise/spotwise/events"
-	"github.com/spotwise/spotwise/internal/money"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/money"
 )
 
 // JobView is a job as clients see it.

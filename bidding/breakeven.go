@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // CommitmentQuote is a commitment weighed against on-demand: what it costs,

@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // ThroughputTable gives a GPU's speed relative to a common reference for a

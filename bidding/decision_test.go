@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // facts is a fixture builder for decision facts: a one-off, single-node

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // A Policy decides, over a job's life, what the job runs on next: spot in

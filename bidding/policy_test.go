@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // state is a fixture builder for policy states: a 10-hour job in a

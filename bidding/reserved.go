@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // HoursPerMonth is the month every cloud bills commitments and storage by

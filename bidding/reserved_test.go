@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // seedsP4d is the seeds' AWS example: p4d.24xlarge at $32.776/h on-demand,

@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // DefaultCheckpointTime is assumed for a job that does not say how long

@@ -4,7 +4,7 @@ import (
 	"math/big"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // Storage list prices per GB-month: object storage (S3 Standard, Azure Blob

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 func TestStorageCost(t *testing.T) {

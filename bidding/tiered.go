@@ -6,7 +6,7 @@ import (
 	"math/big"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // Tier is one step of a tiered price: Price per hour of use until the

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // seedsTiered is the seeds' tiered price: the first 100 hours at $3.5/h,

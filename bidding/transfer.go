@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // Data transfer list prices per GB, the common published figures of the

@@ -12,7 +12,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
-	"github.com/spotwise/spotwise/internal/clock"
+	"github.com/spotwise/spotwise/clock"
 )
 
 // Option configures Open.

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
-	"github.com/spotwise/spotwise/internal/clock"
+	"github.com/spotwise/spotwise/clock"
 )
 
 // Config says which NATS to use. With URL empty, an embedded server is

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // maxHistory bounds how many ended attempts a record keeps in full; older

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 var (

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // PurchaseOption is how capacity is bought.

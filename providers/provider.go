@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // Provider is the seam between spotwise and one cloud (or the simulated one).

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spotwise/spotwise/bidding"
 
-	"github.com/spotwise/spotwise/internal/money"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
 )
 

@@ -10,8 +10,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/spotwise/spotwise/events"
-	"github.com/spotwise/spotwise/internal/money"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
 )
 

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/spotwise/spotwise/bidding"
-	"github.com/spotwise/spotwise/internal/money"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/money"
 )
 
 // reason is why an offer was rejected for a job; the order is the order

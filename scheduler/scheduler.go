@@ -12,8 +12,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/spotwise/spotwise/bidding"
+	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
-	"github.com/spotwise/spotwise/internal/clock"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/providers"
 )

@@ -11,9 +11,9 @@ import (
 
 	"github.com/spotwise/spotwise/agent"
 	"github.com/spotwise/spotwise/checkpoint"
+	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/events/eventstest"
-	"github.com/spotwise/spotwise/internal/clock"
 	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/providers"

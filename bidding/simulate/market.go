@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/spotwise/spotwise/bidding/trace"
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // Prices are what capacity costs per node-hour.

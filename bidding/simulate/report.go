@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/spotwise/spotwise/bidding"
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // EvenStarts spreads k start ticks evenly over a trace of length ticks for

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/spotwise/spotwise/bidding"
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // Outcome is one run of a job from one start tick.

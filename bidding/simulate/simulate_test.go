@@ -13,7 +13,7 @@ import (
 
 	"github.com/spotwise/spotwise/bidding"
 	"github.com/spotwise/spotwise/bidding/trace"
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // Hand-made markets use one-hour ticks and round prices, so that costs

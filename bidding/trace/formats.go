@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // jsonFile is the wire form of a JSON trace. Numbers stay text until they

@@ -44,7 +44,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // Trace is the measured spot availability of one zone.

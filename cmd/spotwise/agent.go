@@ -13,8 +13,8 @@ import (
 
 	"github.com/spotwise/spotwise/agent"
 	"github.com/spotwise/spotwise/checkpoint"
+	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
-	"github.com/spotwise/spotwise/internal/clock"
 	"github.com/spotwise/spotwise/internal/server"
 	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/providers/aws"

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/spotwise/spotwise/api"
-	"github.com/spotwise/spotwise/internal/money"
 	"github.com/spotwise/spotwise/internal/server"
 	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers/aws"
 	"github.com/spotwise/spotwise/providers/aws/awsfake"
 )

@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/spotwise/spotwise/bidding"
-	"github.com/spotwise/spotwise/internal/clock"
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/providers/catalog"
 	"github.com/spotwise/spotwise/providers/sim"

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers/catalog"
 )
 

@@ -19,7 +19,7 @@ import (
 	"github.com/spotwise/spotwise/bidding"
 	"github.com/spotwise/spotwise/bidding/simulate"
 	"github.com/spotwise/spotwise/bidding/trace"
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // simulateFlags are the flags of `spotwise simulate`.

@@ -9,8 +9,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
-	"github.com/spotwise/spotwise/internal/clock"
 )
 
 // NewBus starts an embedded NATS server with JetStream in a temporary

@@ -15,8 +15,8 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/spotwise/spotwise/api"
+	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events/eventstest"
-	"github.com/spotwise/spotwise/internal/clock"
 	"github.com/spotwise/spotwise/providers/aws"
 	"github.com/spotwise/spotwise/providers/aws/awsfake"
 	"github.com/spotwise/spotwise/providers/azure"

@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/spotwise/spotwise/checkpoint"
-	"github.com/spotwise/spotwise/internal/clock"
+	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/providers/sim"
 )

@@ -12,7 +12,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/providers/azure/azurefake"
 )

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/spotwise/spotwise/bidding"
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/providers/catalog"
 )

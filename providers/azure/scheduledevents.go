@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/spotwise/spotwise/agent"
-	"github.com/spotwise/spotwise/internal/clock"
+	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/providers"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/spotwise/spotwise/agent"
-	"github.com/spotwise/spotwise/internal/clock"
+	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/providers/azure/azurefake"
 )
 

@@ -14,7 +14,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // Throughput classes: how a workload uses a GPU. Relative throughput differs

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 func TestDefaultBuilds(t *testing.T) {

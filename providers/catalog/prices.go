@@ -1,6 +1,6 @@
 package catalog
 
-import "github.com/spotwise/spotwise/internal/money"
+import "github.com/spotwise/spotwise/money"
 
 // p builds a price row from decimal dollar strings as they appear in the
 // source; an empty spot means the source gave no usable spot figure.

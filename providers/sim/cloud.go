@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/spotwise/spotwise/internal/clock"
+	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/providers/catalog"
 )

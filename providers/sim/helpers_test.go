@@ -12,9 +12,9 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/spotwise/spotwise/internal/clock"
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/internal/testutil"
+	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/providers/catalog"
 )

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/clock"
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/internal/testutil"
+	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/providers/catalog"
 )

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 // The spot price walk. A spot price is a seeded, mean-reverting random walk

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/clock"
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/clock"
+	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spotwise/spotwise/internal/clock"
+	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/providers"
 )
 

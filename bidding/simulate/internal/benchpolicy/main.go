@@ -22,7 +22,7 @@ import (
 
 	"github.com/spotwise/spotwise/bidding/simulate"
 	"github.com/spotwise/spotwise/bidding/trace"
-	"github.com/spotwise/spotwise/internal/money"
+	"github.com/spotwise/spotwise/money"
 )
 
 var policies = []string{"on-demand", "greedy", "uniform-progress", "spotwise", "optimal"}
