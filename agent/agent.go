@@ -26,8 +26,8 @@ import (
 // NoticeSource is where an agent hears about its own instance's fate from
 // the instance itself (AWS IMDS spot/instance-action and rebalance, Azure
 // Scheduled Events, GCP's preempted flag): a second path to the same
-// checkpoint, independent of the scheduler. Each cloud's poller lives with
-// that cloud's provider.
+// checkpoint, independent of the scheduler. Each cloud's poller is in
+// agent/notices.
 type NoticeSource interface {
 	// Watch calls fn for every new notice until ctx ends.
 	Watch(ctx context.Context, fn func(Notice)) error

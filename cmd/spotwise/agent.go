@@ -12,13 +12,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/spotwise/spotwise/agent"
+	"github.com/spotwise/spotwise/agent/notices"
 	"github.com/spotwise/spotwise/checkpoint"
 	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/internal/server"
 	"github.com/spotwise/spotwise/providers"
-	"github.com/spotwise/spotwise/providers/aws"
-	"github.com/spotwise/spotwise/providers/azure"
 )
 
 func newAgentCmd() *cobra.Command {
@@ -55,12 +54,12 @@ scheduler (with --region) so the replacement starts at once.`,
 				return err
 			}
 			log = log.With(zap.String("job", jobID), zap.Int("attempt", attempt))
-			notices, err := noticeSource(noticesFrom, metadataURL, instance, log)
+			src, err := noticeSource(noticesFrom, metadataURL, instance, log)
 			if err != nil {
 				return err
 			}
 			provider := noticesFrom
-			if notices == nil {
+			if src == nil {
 				provider = ""
 			}
 			octx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -88,7 +87,7 @@ scheduler (with --region) so the replacement starts at once.`,
 				JobID: jobID, Attempt: attempt, InstanceID: instance, Workload: w,
 				WorkSeconds: workSeconds, ClockSpeed: speed, WorkDir: workDir,
 				Reporter: bus, Control: bus, Checkpoints: store, Clock: clk, Log: log, Executable: exe,
-				Notices: notices, Provider: provider, Region: region,
+				Notices: src, Provider: provider, Region: region,
 				Stdout: os.Stdout, Stderr: os.Stderr,
 			})
 		},
@@ -121,20 +120,20 @@ func noticeSource(from, endpoint, instance string, log *zap.Logger) (agent.Notic
 	case "", "none":
 		return nil, nil
 	case "aws":
-		opts := []aws.IMDSOption{aws.WithIMDSLogger(log)}
+		opts := []notices.EC2Option{notices.WithEC2Logger(log)}
 		if endpoint == "" {
 			endpoint = os.Getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT")
 		}
 		if endpoint != "" {
-			opts = append(opts, aws.WithIMDSEndpoint(endpoint))
+			opts = append(opts, notices.WithEC2Endpoint(endpoint))
 		}
-		return aws.NewIMDSNotices(opts...), nil
+		return notices.NewEC2(opts...), nil
 	case "azure":
-		opts := []azure.Option{azure.WithLogger(log), azure.WithVMName(instance)}
+		opts := []notices.AzureOption{notices.WithAzureLogger(log), notices.WithAzureVMName(instance)}
 		if endpoint != "" {
-			opts = append(opts, azure.WithIMDSEndpoint(endpoint))
+			opts = append(opts, notices.WithAzureEndpoint(endpoint))
 		}
-		return azure.NewScheduledEvents(opts...), nil
+		return notices.NewAzure(opts...), nil
 	}
 	return nil, fmt.Errorf("--notices: %q is not aws, azure or none", from)
 }

@@ -6,8 +6,9 @@
 // Capacity Blocks as reserved offers), lists and terminates it, and turns
 // AWS's own signals into provider events: the EventBridge events on an SQS
 // queue (spot interruption warnings, rebalance recommendations, state
-// changes, AWS Health scheduled changes) for the server, and the instance
-// metadata service (IMDSNotices) for the agent on the instance.
+// changes, AWS Health scheduled changes) for the server. The agent's own
+// poller of the instance metadata service (IMDSv2) is notices.NewEC2 in
+// agent/notices.
 //
 // Each SDK sits behind a narrow interface of the calls used (EC2API,
 // PricingAPI, SQSAPI). Credentials come from the SDK's standard chain and

@@ -127,7 +127,7 @@ type Endpoints struct {
 	ARM          string `json:"arm,omitempty"`
 	RetailPrices string `json:"retail_prices,omitempty"`
 	// IMDS is the instance metadata service the agent's Scheduled Events
-	// poller reads (see WithIMDSEndpoint).
+	// poller reads (agent/notices' WithAzureEndpoint).
 	IMDS string `json:"imds,omitempty"`
 }
 

@@ -1,6 +1,7 @@
 // Package azure is the providers.Provider for Microsoft Azure virtual
 // machines, on the official azure-sdk-for-go (azcore, azidentity and
-// armcompute), plus the agent-side poller of Azure Scheduled Events.
+// armcompute). The agent-side poller of Azure Scheduled Events is
+// notices.NewAzure in agent/notices.
 //
 // It owns:
 //   - the configuration of one subscription and resource group (config.go),
@@ -21,16 +22,13 @@
 //     states, and Terminate;
 //   - the event feed (watch.go): offers per region on the price schedule,
 //     and instance transitions from polling the VMs (Azure has no push
-//     feed of VM state in scope here);
-//   - Scheduled Events (scheduledevents.go): the agent's agent.NoticeSource
-//     for Preempt and maintenance events of its own VM, acknowledged with
-//     StartRequests once the checkpoint is stored.
+//     feed of VM state in scope here).
 //
 // Each SDK sits behind a narrow interface of the calls used (vmAPI). Tests
-// drive the real armcompute client, the Retail Prices reader and the
-// Scheduled Events poller against azurefake (a fake subscription speaking
-// ARM's, the price API's and IMDS's wire formats), which end-to-end tests
-// of the daemon use too.
+// drive the real armcompute client and the Retail Prices reader against
+// azurefake (a fake subscription speaking ARM's, the price API's and
+// IMDS's wire formats), which agent/notices' tests and end-to-end tests of
+// the daemon use too.
 //
 // It must not schedule, decide, or talk to NATS; it never logs credentials,
 // tokens, SSH keys or custom data.

@@ -36,7 +36,7 @@ type vmAPI interface {
 
 var _ vmAPI = (*armcompute.VirtualMachinesClient)(nil)
 
-// Option changes how a Provider or a ScheduledEvents poller is built.
+// Option changes how a Provider is built.
 type Option func(*options)
 
 type options struct {
@@ -47,16 +47,14 @@ type options struct {
 	httpClient *http.Client
 	retry      *policy.RetryOptions
 	catalog    *catalog.Catalog
-	// Scheduled Events.
-	imds           string
-	vmName         string
-	fastPoll, slow time.Duration
-	keepEnded      time.Duration
-	creationGrace  time.Duration
+	// How long an ended VM's record is kept, and how long a VM being
+	// created may be missing from the list.
+	keepEnded     time.Duration
+	creationGrace time.Duration
 }
 
 // WithClock sets the clock (default: the wall clock). Poll intervals, the
-// price schedule, capacity marks and notice deadlines run on it.
+// price schedule and capacity marks run on it.
 func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithLogger sets the logger (default: none).
@@ -70,7 +68,7 @@ func WithCredential(c azcore.TokenCredential) Option { return func(o *options) {
 // tests) instead of the network.
 func WithTransport(t policy.Transporter) Option { return func(o *options) { o.transport = t } }
 
-// WithHTTPClient sets the HTTP client for the Retail Prices API and IMDS.
+// WithHTTPClient sets the HTTP client for the Retail Prices API.
 func WithHTTPClient(c *http.Client) Option { return func(o *options) { o.httpClient = c } }
 
 // WithRetry replaces the bounded retry policy of ARM and Retail Prices
@@ -85,7 +83,6 @@ func WithCatalog(c *catalog.Catalog) Option { return func(o *options) { o.catalo
 func buildOptions(opts []Option) options {
 	o := options{
 		clock: clock.Real{}, log: zap.NewNop(), catalog: catalog.Default(),
-		imds: DefaultIMDSEndpoint, fastPoll: time.Second, slow: 5 * time.Second,
 		keepEnded: time.Hour, creationGrace: 10 * time.Minute,
 	}
 	for _, f := range opts {

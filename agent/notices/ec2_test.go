@@ -1,4 +1,4 @@
-package aws
+package notices
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/spotwise/spotwise/providers/aws/awsfake"
 )
 
-// imdsRun runs an IMDSNotices against the fake until the test ends.
+// imdsRun runs an EC2 notice source against the fake until the test ends.
 type imdsRun struct {
 	f   *awsfake.IMDS
 	clk *clock.Fake
@@ -23,12 +23,12 @@ type imdsRun struct {
 	notices []agent.Notice
 }
 
-func startIMDS(t *testing.T) *imdsRun {
+func startEC2(t *testing.T) *imdsRun {
 	t.Helper()
 	r := &imdsRun{f: awsfake.StartIMDS(), clk: clock.NewFake(t0)}
 	t.Cleanup(r.f.Close)
-	n := NewIMDSNotices(WithIMDSEndpoint(r.f.URL()), WithIMDSClock(r.clk), WithIMDSInterval(5*time.Second),
-		func(o *imdsOptions) { o.backoff = time.Millisecond })
+	n := NewEC2(WithEC2Endpoint(r.f.URL()), WithEC2Clock(r.clk), WithEC2Interval(5*time.Second),
+		func(o *ec2Options) { o.backoff = time.Millisecond })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -78,7 +78,7 @@ func (r *imdsRun) got() []agent.Notice {
 	return append([]agent.Notice(nil), r.notices...)
 }
 
-func TestIMDSNotices(t *testing.T) {
+func TestEC2(t *testing.T) {
 	maintenance := time.Date(2025, 6, 7, 15, 10, 9, 0, time.UTC)
 	tests := []struct {
 		name     string
@@ -111,7 +111,7 @@ func TestIMDSNotices(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := startIMDS(t)
+			r := startEC2(t)
 			if len(r.got()) != 0 {
 				t.Fatalf("notices before anything was announced: %+v", r.got())
 			}

@@ -1,4 +1,4 @@
-package azure
+package notices
 
 import (
 	"bytes"
@@ -21,33 +21,58 @@ import (
 // scheduledEventsAPI is the Scheduled Events API version spoken.
 const scheduledEventsAPI = "2020-07-01"
 
-// WithIMDSEndpoint sets the instance metadata service's base URL for
-// NewScheduledEvents (default http://169.254.169.254).
-func WithIMDSEndpoint(u string) Option {
-	return func(o *options) { o.imds = strings.TrimRight(u, "/") }
+// azureIMDS is the Azure instance metadata service's link-local address.
+const azureIMDS = "http://169.254.169.254"
+
+// AzureOption configures an Azure notice source.
+type AzureOption func(*azureOptions)
+
+type azureOptions struct {
+	endpoint, vmName string
+	client           *http.Client
+	clk              clock.Clock
+	log              *zap.Logger
+	fast, slow       time.Duration
 }
 
-// WithVMName sets the VM whose events NewScheduledEvents reports (default:
-// the name IMDS gives for this VM). spotwise names the VM in the agent's
+// WithAzureEndpoint sets the instance metadata service's base URL
+// (default http://169.254.169.254; tests use a local server).
+func WithAzureEndpoint(u string) AzureOption {
+	return func(o *azureOptions) { o.endpoint = strings.TrimRight(u, "/") }
+}
+
+// WithAzureVMName sets the VM whose events are reported (default: the name
+// IMDS gives for this VM). spotwise names the VM in the agent's
 // --instance flag.
-func WithVMName(name string) Option { return func(o *options) { o.vmName = name } }
+func WithAzureVMName(name string) AzureOption { return func(o *azureOptions) { o.vmName = name } }
 
-// WithNoticePolling sets how often NewScheduledEvents polls while an event
-// of this VM is pending (default 1s) and otherwise (default 2s: a Spot
-// eviction gives 30 s, and every second of it counts; the metadata
+// WithAzurePolling sets how often Scheduled Events are polled while an
+// event of this VM is pending (default 1s) and otherwise (default 2s: a
+// Spot eviction gives 30 s, and every second of it counts; the metadata
 // service is local and cheap).
-func WithNoticePolling(pending, idle time.Duration) Option {
-	return func(o *options) { o.fastPoll, o.slow = pending, idle }
+func WithAzurePolling(pending, idle time.Duration) AzureOption {
+	return func(o *azureOptions) { o.fast, o.slow = pending, idle }
 }
 
-// ScheduledEvents tells the agent on an Azure VM about its own VM's fate
-// from Azure Scheduled Events: a Spot eviction (Preempt, about 30 s
-// ahead) as a spot-interruption notice, and Terminate, Reboot, Redeploy and
-// Freeze as maintenance notices, each with the event's NotBefore as the
+// WithAzureClock sets the clock the polls are timed by (default: the wall
+// clock).
+func WithAzureClock(c clock.Clock) AzureOption { return func(o *azureOptions) { o.clk = c } }
+
+// WithAzureLogger sets the logger (default: none).
+func WithAzureLogger(l *zap.Logger) AzureOption { return func(o *azureOptions) { o.log = l } }
+
+// WithAzureHTTPClient sets the HTTP client of the metadata requests
+// (default: one that never goes through a proxy).
+func WithAzureHTTPClient(c *http.Client) AzureOption { return func(o *azureOptions) { o.client = c } }
+
+// Azure tells the agent on an Azure VM about its own VM's fate from Azure
+// Scheduled Events: a Spot eviction (Preempt, about 30 s ahead) as a
+// spot-interruption notice, and Terminate, Reboot, Redeploy and Freeze as
+// maintenance notices, each with the event's NotBefore as the
 // deadline. Each event is reported once (by EventId); its notice's Ack
 // approves the event (StartRequests), letting Azure go ahead once the
 // checkpoint is stored. It implements agent.NoticeSource.
-type ScheduledEvents struct {
+type Azure struct {
 	base, vmName string
 	client       *http.Client
 	clk          clock.Clock
@@ -58,22 +83,21 @@ type ScheduledEvents struct {
 	seen map[string]bool
 }
 
-var _ agent.NoticeSource = (*ScheduledEvents)(nil)
+var _ agent.NoticeSource = (*Azure)(nil)
 
-// NewScheduledEvents builds the poller; it takes WithIMDSEndpoint,
-// WithVMName, WithNoticePolling, WithClock, WithLogger and WithHTTPClient.
-func NewScheduledEvents(opts ...Option) *ScheduledEvents {
-	o := options{clock: clock.Real{}, log: zap.NewNop(), imds: DefaultIMDSEndpoint, fastPoll: time.Second, slow: 2 * time.Second}
+// NewAzure returns a poller of the VM's Scheduled Events.
+func NewAzure(opts ...AzureOption) *Azure {
+	o := azureOptions{clk: clock.Real{}, log: zap.NewNop(), endpoint: azureIMDS, fast: time.Second, slow: 2 * time.Second}
 	for _, f := range opts {
 		f(&o)
 	}
-	client := o.httpClient
+	client := o.client
 	if client == nil {
 		// IMDS is link-local: never through a proxy.
 		client = &http.Client{Transport: &http.Transport{Proxy: nil}}
 	}
-	return &ScheduledEvents{base: o.imds, vmName: o.vmName, client: client, clk: o.clock,
-		log: o.log.With(zap.String("provider", Name)), fast: o.fastPoll, slow: o.slow, seen: map[string]bool{}}
+	return &Azure{base: o.endpoint, vmName: o.vmName, client: client, clk: o.clk,
+		log: o.log.With(zap.String("provider", "azure")), fast: o.fast, slow: o.slow, seen: map[string]bool{}}
 }
 
 // scheduledEvent is one event of the Scheduled Events document.
@@ -107,7 +131,7 @@ func noticeKind(eventType string) string {
 
 // Watch polls until ctx ends, calling fn for each new event of this VM. A
 // failed poll is logged and tried again; Watch returns nil when ctx ends.
-func (s *ScheduledEvents) Watch(ctx context.Context, fn func(agent.Notice)) error {
+func (s *Azure) Watch(ctx context.Context, fn func(agent.Notice)) error {
 	name := s.vmName
 	for name == "" {
 		n, err := s.computeName(ctx)
@@ -116,7 +140,7 @@ func (s *ScheduledEvents) Watch(ctx context.Context, fn func(agent.Notice)) erro
 			break
 		}
 		s.log.Warn("reading this VM's name from IMDS", zap.Error(err))
-		if !s.sleep(ctx, s.slow) {
+		if !sleep(ctx, s.clk, s.slow) {
 			return nil
 		}
 	}
@@ -129,7 +153,7 @@ func (s *ScheduledEvents) Watch(ctx context.Context, fn func(agent.Notice)) erro
 		if pending {
 			wait = s.fast
 		}
-		if !s.sleep(ctx, wait) {
+		if !sleep(ctx, s.clk, wait) {
 			return nil
 		}
 	}
@@ -137,7 +161,7 @@ func (s *ScheduledEvents) Watch(ctx context.Context, fn func(agent.Notice)) erro
 
 // poll reads the events once, reporting new ones of this VM; pending says
 // one of this VM's events is still listed.
-func (s *ScheduledEvents) poll(ctx context.Context, name string, fn func(agent.Notice)) (pending bool, err error) {
+func (s *Azure) poll(ctx context.Context, name string, fn func(agent.Notice)) (pending bool, err error) {
 	body, err := s.do(ctx, http.MethodGet, s.eventsURL(), nil)
 	if err != nil {
 		return false, err
@@ -185,7 +209,7 @@ func concerns(e scheduledEvent, name string) bool {
 
 // acker approves an event early: Azure starts it once asked, instead of
 // waiting for NotBefore.
-func (s *ScheduledEvents) acker(id string) func(context.Context) error {
+func (s *Azure) acker(id string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		body, err := json.Marshal(map[string][]map[string]string{"StartRequests": {{"EventId": id}}})
 		if err != nil {
@@ -199,12 +223,12 @@ func (s *ScheduledEvents) acker(id string) func(context.Context) error {
 	}
 }
 
-func (s *ScheduledEvents) eventsURL() string {
+func (s *Azure) eventsURL() string {
 	return s.base + "/metadata/scheduledevents?api-version=" + scheduledEventsAPI
 }
 
 // computeName asks IMDS for this VM's name.
-func (s *ScheduledEvents) computeName(ctx context.Context) (string, error) {
+func (s *Azure) computeName(ctx context.Context) (string, error) {
 	b, err := s.do(ctx, http.MethodGet, s.base+"/metadata/instance/compute/name?api-version=2021-02-01&format=text", nil)
 	if err != nil {
 		return "", err
@@ -214,7 +238,7 @@ func (s *ScheduledEvents) computeName(ctx context.Context) (string, error) {
 
 // do makes one IMDS request. The first Scheduled Events request of a VM
 // can take a while (the service starts on demand), so the timeout is long.
-func (s *ScheduledEvents) do(ctx context.Context, method, u string, body []byte) ([]byte, error) {
+func (s *Azure) do(ctx context.Context, method, u string, body []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	var r io.Reader
@@ -242,16 +266,4 @@ func (s *ScheduledEvents) do(ctx context.Context, method, u string, body []byte)
 		return nil, fmt.Errorf("%s %s: HTTP %d", method, u, resp.StatusCode)
 	}
 	return b, nil
-}
-
-// sleep waits d of the clock, reporting false when ctx ends first.
-func (s *ScheduledEvents) sleep(ctx context.Context, d time.Duration) bool {
-	t := s.clk.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C():
-		return true
-	}
 }

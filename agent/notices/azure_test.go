@@ -1,4 +1,4 @@
-package azure
+package notices
 
 import (
 	"context"
@@ -30,21 +30,21 @@ func (n *noticeLog) all() []agent.Notice {
 }
 
 // startIMDS starts a VM's metadata service for the test.
-func startIMDS(t *testing.T) *azurefake.ScheduledEvents {
+func startScheduledEvents(t *testing.T) *azurefake.ScheduledEvents {
 	m := azurefake.StartScheduledEvents()
 	t.Cleanup(m.Close)
 	return m
 }
 
-// runPoller starts a ScheduledEvents poller for vm on a fake clock.
+// runPoller starts an Azure poller for vm on a fake clock.
 func runPoller(t *testing.T, m *azurefake.ScheduledEvents, vm string) (*clock.Fake, *noticeLog) {
 	t.Helper()
 	clk := clock.NewFake(t0)
-	opts := []Option{WithIMDSEndpoint(m.URL()), WithClock(clk), WithNoticePolling(time.Second, 5*time.Second)}
+	opts := []AzureOption{WithAzureEndpoint(m.URL()), WithAzureClock(clk), WithAzurePolling(time.Second, 5*time.Second)}
 	if vm != "" {
-		opts = append(opts, WithVMName(vm))
+		opts = append(opts, WithAzureVMName(vm))
 	}
-	se := NewScheduledEvents(opts...)
+	se := NewAzure(opts...)
 	log := &noticeLog{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -77,7 +77,7 @@ func pollAgain(t *testing.T, m *azurefake.ScheduledEvents, clk *clock.Fake, d ti
 	})
 }
 
-func TestScheduledEvents(t *testing.T) {
+func TestAzure(t *testing.T) {
 	const vm = "sw-job-7f3a-a2-1a2b3c4d-n0"
 	notBefore := t0.Add(30 * time.Second)
 	tests := []struct {
@@ -96,7 +96,7 @@ func TestScheduledEvents(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := startIMDS(t)
+			m := startScheduledEvents(t)
 			if tt.eventType != "" {
 				m.Schedule(tt.eventType, tt.resource, notBefore)
 			}
@@ -133,8 +133,8 @@ func TestScheduledEvents(t *testing.T) {
 	}
 }
 
-func TestScheduledEventsAck(t *testing.T) {
-	m := startIMDS(t)
+func TestAzureAck(t *testing.T) {
+	m := startScheduledEvents(t)
 	// The VM's name comes from IMDS when not given.
 	m.SetComputeName("sw-job-7f3a-a2-1a2b3c4d-n0")
 	id := m.Preempt("sw-job-7f3a-a2-1a2b3c4d-n0", t0.Add(30*time.Second))
@@ -156,8 +156,8 @@ func TestScheduledEventsAck(t *testing.T) {
 	}
 }
 
-func TestScheduledEventsPollsSlowlyWhenIdle(t *testing.T) {
-	m := startIMDS(t)
+func TestAzurePollsSlowlyWhenIdle(t *testing.T) {
+	m := startScheduledEvents(t)
 	clk, _ := runPoller(t, m, "vm")
 	waitFor(t, func() error {
 		if m.Polls() != 1 || clk.Timers() == 0 {

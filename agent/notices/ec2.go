@@ -1,4 +1,4 @@
-package aws
+package notices
 
 import (
 	"context"
@@ -27,25 +27,25 @@ const (
 	pathMaintenance    = "events/maintenance/scheduled"
 )
 
-// DefaultIMDSInterval is how often IMDSNotices polls. EC2 gives two
-// minutes' notice, so a few seconds' delay costs little of it.
-const DefaultIMDSInterval = 5 * time.Second
+// DefaultEC2Interval is how often EC2 polls. EC2 gives two minutes'
+// notice, so a few seconds' delay costs little of it.
+const DefaultEC2Interval = 5 * time.Second
 
-// IMDSNotices is the agent's view of its own instance's fate from the
-// instance metadata service (IMDSv2): the spot instance-action (a spot
-// interruption with its time), the rebalance recommendation and scheduled
-// maintenance. It implements agent.NoticeSource.
-type IMDSNotices struct {
+// EC2 is the agent's view of its own EC2 instance's fate from the instance
+// metadata service (IMDSv2): the spot instance-action (a spot interruption
+// with its time), the rebalance recommendation and scheduled maintenance.
+// It implements agent.NoticeSource.
+type EC2 struct {
 	client   *imds.Client
 	clk      clock.Clock
 	log      *zap.Logger
 	interval time.Duration
 }
 
-// IMDSOption configures IMDSNotices.
-type IMDSOption func(*imdsOptions)
+// EC2Option configures an EC2 notice source.
+type EC2Option func(*ec2Options)
 
-type imdsOptions struct {
+type ec2Options struct {
 	endpoint string
 	clk      clock.Clock
 	log      *zap.Logger
@@ -53,25 +53,25 @@ type imdsOptions struct {
 	backoff  time.Duration // longest retry backoff; 0 keeps the SDK's 1s
 }
 
-// WithIMDSEndpoint sets the metadata service's base URL (default
+// WithEC2Endpoint sets the metadata service's base URL (default
 // http://169.254.169.254; tests use a local server).
-func WithIMDSEndpoint(url string) IMDSOption { return func(o *imdsOptions) { o.endpoint = url } }
+func WithEC2Endpoint(url string) EC2Option { return func(o *ec2Options) { o.endpoint = url } }
 
-// WithIMDSInterval sets the poll interval (default 5s).
-func WithIMDSInterval(d time.Duration) IMDSOption { return func(o *imdsOptions) { o.interval = d } }
+// WithEC2Interval sets the poll interval (default 5s).
+func WithEC2Interval(d time.Duration) EC2Option { return func(o *ec2Options) { o.interval = d } }
 
-// WithIMDSClock sets the clock the polls are timed by.
-func WithIMDSClock(c clock.Clock) IMDSOption { return func(o *imdsOptions) { o.clk = c } }
+// WithEC2Clock sets the clock the polls are timed by.
+func WithEC2Clock(c clock.Clock) EC2Option { return func(o *ec2Options) { o.clk = c } }
 
-// WithIMDSLogger sets the logger.
-func WithIMDSLogger(l *zap.Logger) IMDSOption { return func(o *imdsOptions) { o.log = l } }
+// WithEC2Logger sets the logger.
+func WithEC2Logger(l *zap.Logger) EC2Option { return func(o *ec2Options) { o.log = l } }
 
-// NewIMDSNotices returns a poller of the instance's metadata. It uses the
+// NewEC2 returns a poller of the EC2 instance's metadata. It uses the
 // SDK's IMDS client, which fetches a session token with PUT
 // /latest/api/token, sends it with every GET and fetches a new one when it
 // expires or is refused; falling back to IMDSv1 is off.
-func NewIMDSNotices(opts ...IMDSOption) *IMDSNotices {
-	o := imdsOptions{clk: clock.Real{}, log: zap.NewNop(), interval: DefaultIMDSInterval}
+func NewEC2(opts ...EC2Option) *EC2 {
+	o := ec2Options{clk: clock.Real{}, log: zap.NewNop(), interval: DefaultEC2Interval}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -81,17 +81,17 @@ func NewIMDSNotices(opts ...IMDSOption) *IMDSNotices {
 		io.DisableDefaultMaxBackoff = true
 	}
 	client := imds.New(io)
-	return &IMDSNotices{client: client, clk: o.clk, log: o.log, interval: o.interval}
+	return &EC2{client: client, clk: o.clk, log: o.log, interval: o.interval}
 }
 
-var _ agent.NoticeSource = (*IMDSNotices)(nil)
+var _ agent.NoticeSource = (*EC2)(nil)
 
 // Watch polls until ctx ends and calls fn once for each new notice: a
 // spot instance-action (Kind spot-interruption, Deadline its time), a
 // rebalance recommendation (Kind rebalance, no deadline), an active
 // scheduled maintenance event (Kind maintenance, Deadline its start). A
 // poll that fails is logged and tried again at the next one.
-func (n *IMDSNotices) Watch(ctx context.Context, fn func(agent.Notice)) error {
+func (n *EC2) Watch(ctx context.Context, fn func(agent.Notice)) error {
 	seen := map[string]bool{}
 	for {
 		for _, nt := range n.poll(ctx) {
@@ -105,18 +105,14 @@ func (n *IMDSNotices) Watch(ctx context.Context, fn func(agent.Notice)) error {
 			seen[key] = true
 			fn(nt)
 		}
-		t := n.clk.NewTimer(n.interval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, n.clk, n.interval) {
 			return nil
-		case <-t.C():
 		}
 	}
 }
 
 // poll reads every notice path once.
-func (n *IMDSNotices) poll(ctx context.Context) []agent.Notice {
+func (n *EC2) poll(ctx context.Context) []agent.Notice {
 	var out []agent.Notice
 	if body, ok := n.get(ctx, pathInstanceAction); ok {
 		var a struct {
@@ -165,7 +161,7 @@ func (n *IMDSNotices) poll(ctx context.Context) []agent.Notice {
 
 // get fetches a metadata path; false when there is nothing there (404,
 // the normal answer) or the fetch failed.
-func (n *IMDSNotices) get(ctx context.Context, path string) ([]byte, bool) {
+func (n *EC2) get(ctx context.Context, path string) ([]byte, bool) {
 	out, err := n.client.GetMetadata(ctx, &imds.GetMetadataInput{Path: path})
 	if err != nil {
 		var status interface{ HTTPStatusCode() int }
