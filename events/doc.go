@@ -9,5 +9,8 @@
 // default. Everything else sees small interfaces and plain Go types.
 //
 // It must not decide anything: no scheduling, no pricing, no cloud calls.
-// See README.md for the table of subjects and payloads.
+// Nor does it pump provider feeds: FeedMessage says what a provider event
+// becomes on the bus, and the composition root (internal/server) watches
+// the providers and publishes it. See README.md for the table of subjects
+// and payloads.
 package events

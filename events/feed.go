@@ -1,62 +1,35 @@
 package events
 
 import (
-	"context"
 	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/spotwise/spotwise/providers"
 )
 
-// RunFeed publishes everything a provider reports to NATS until ctx ends:
-// offer lists to the prices stream, instance changes to the instances
-// stream, notices to the interruptions stream. source names the feed in
-// the events ("sim", "live", "catalog").
+// FeedMessage is what a provider event becomes on the bus: its subject,
+// its payload and its de-duplication ID ("" for none; WithID("") sets
+// none). source names the feed in the events ("sim", "live", "catalog").
+// ok is false for an event of a kind no stream carries, or an instance
+// event without its instance.
 //
-// A publish that fails is logged and skipped: the scheduler's
-// reconciliation lists instances directly, so a lost event delays a
-// reaction, it does not lose a job.
-func (b *Bus) RunFeed(ctx context.Context, p providers.Provider, source string) error {
-	log := b.log.With(zap.String("provider", p.Name()))
-	return p.Watch(ctx, func(ev providers.Event) {
-		subject, payload, id := feedEvent(ev, source)
-		if payload == nil {
-			log.Warn("dropping provider event of unknown kind", zap.String("event", string(ev.Kind)))
-			return
-		}
-		var opts []PublishOption
-		if id != "" {
-			opts = append(opts, WithID(id))
-		}
-		// Asynchronous: a storm of notices must not queue behind each
-		// other's acknowledgements.
-		b.PublishAsync(subject, payload, func(err error) {
-			if ctx.Err() == nil {
-				log.Warn("publishing provider event", zap.String("event", string(ev.Kind)), zap.Error(err))
-			}
-		}, opts...)
-	})
-}
-
-// feedEvent maps a provider event to its subject, payload and
-// de-duplication ID.
-func feedEvent(ev providers.Event, source string) (string, Payload, string) {
+// It only maps: the pump that watches a provider and publishes what this
+// returns belongs to the composition root (internal/server).
+func FeedMessage(ev providers.Event, source string) (subject string, p Payload, id string, ok bool) {
 	switch ev.Kind {
 	case providers.EventOffers:
-		return PricesSubject(ev.Provider, ev.Region), &OffersUpdated{Provider: ev.Provider, Region: ev.Region, Offers: ev.Offers, Source: source}, ""
+		return PricesSubject(ev.Provider, ev.Region), &OffersUpdated{Provider: ev.Provider, Region: ev.Region, Offers: ev.Offers, Source: source}, "", true
 	case providers.EventInstanceRunning, providers.EventInstanceTerminated, providers.EventInstanceFailed:
 		if ev.Instance == nil {
-			return "", nil, ""
+			return "", nil, "", false
 		}
 		in := *ev.Instance
-		return InstancesSubject(in.Provider, in.Region), &InstanceChanged{Instance: in, Kind: ev.Kind, Reason: ev.Reason}, in.ID + "-" + string(ev.Kind)
+		return InstancesSubject(in.Provider, in.Region), &InstanceChanged{Instance: in, Kind: ev.Kind, Reason: ev.Reason}, in.ID + "-" + string(ev.Kind), true
 	case providers.EventSpotInterruption, providers.EventRebalance, providers.EventMaintenance:
 		if ev.Instance == nil {
-			return "", nil, ""
+			return "", nil, "", false
 		}
 		in := *ev.Instance
-		return InterruptionsSubject(in.Provider, in.Region), &Interruption{Kind: ev.Kind, Instance: in, Deadline: ev.Deadline, Reason: ev.Reason}, in.ID + "-" + string(ev.Kind) + "-" + ev.Deadline.UTC().Format(time.RFC3339)
+		return InterruptionsSubject(in.Provider, in.Region), &Interruption{Kind: ev.Kind, Instance: in, Deadline: ev.Deadline, Reason: ev.Reason}, in.ID + "-" + string(ev.Kind) + "-" + ev.Deadline.UTC().Format(time.RFC3339), true
 	}
-	return "", nil, ""
+	return "", nil, "", false
 }

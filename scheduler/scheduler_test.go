@@ -94,13 +94,24 @@ func newRig(t testing.TB, o rigOpt) *rig {
 		r.running.Add(1)
 		go func() {
 			defer r.running.Done()
-			_ = bus.RunFeed(ctx, cloud, "sim")
+			_ = feed(ctx, bus, cloud)
 		}()
 	}
 	if !o.noScheduler {
 		r.start(t)
 	}
 	return r
+}
+
+// feed carries the simulated cloud's events to the bus until ctx ends, as
+// the server's feed does, through the same mapping (events.FeedMessage).
+// A failed publish is not reported: the test sees what did not arrive.
+func feed(ctx context.Context, bus *events.Bus, cloud providers.Provider) error {
+	return cloud.Watch(ctx, func(ev providers.Event) {
+		if subject, p, id, ok := events.FeedMessage(ev, "sim"); ok {
+			bus.PublishAsync(subject, p, func(error) {}, events.WithID(id))
+		}
+	})
 }
 
 func (r *rig) start(t testing.TB) {

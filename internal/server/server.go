@@ -196,7 +196,7 @@ func (s *Server) lead(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.bus.RunFeed(tctx, p, clouds.feedSource(p)); err != nil && tctx.Err() == nil {
+			if err := runFeed(tctx, s.bus, p, clouds.feedSource(p), s.log); err != nil && tctx.Err() == nil {
 				s.log.Error("price and instance feed stopped", zap.String("provider", p.Name()), zap.Error(err))
 			}
 		}()
