@@ -4,55 +4,29 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/spotwise/spotwise/money"
+	"github.com/spotwise/spotwise/providers"
 )
 
 // HoursPerMonth is the month every cloud bills commitments and storage by
-// (8760 hours a year / 12); the simulated cloud uses it too.
-const HoursPerMonth = 730
+// (8760 hours a year / 12); see providers.HoursPerMonth.
+const HoursPerMonth = providers.HoursPerMonth
 
-// Term is the length of a commitment: one or three years, as every cloud
-// sells reserved instances, savings plans and committed-use discounts.
-type Term string
+// Term is the length of a commitment, one or three years. It is defined in
+// providers, whose configurations and price rows name terms too.
+type Term = providers.Term
 
 // Terms.
 const (
-	Term1Year Term = "1y"
-	Term3Year Term = "3y"
+	Term1Year = providers.Term1Year
+	Term3Year = providers.Term3Year
 )
 
 // ParseTerm reads "1y" or "3y" ("1yr", "1year", "3-year", "12mo", "36mo"
 // too).
-func ParseTerm(s string) (Term, error) {
-	t := strings.ToLower(strings.NewReplacer(" ", "", "-", "").Replace(s))
-	switch t {
-	case "1y", "1yr", "1year", "12mo", "12months":
-		return Term1Year, nil
-	case "3y", "3yr", "3year", "3years", "36mo", "36months":
-		return Term3Year, nil
-	}
-	return "", fmt.Errorf("term %q: want 1y or 3y", s)
-}
-
-// Months is how many billing months the term has.
-func (t Term) Months() int {
-	switch t {
-	case Term1Year:
-		return 12
-	case Term3Year:
-		return 36
-	}
-	return 0
-}
-
-// Hours is how many hours the term bills: 8760 a year.
-func (t Term) Hours() int64 { return int64(t.Months()) * HoursPerMonth }
-
-// Duration is the term's length.
-func (t Term) Duration() time.Duration { return time.Duration(t.Hours()) * time.Hour }
+func ParseTerm(s string) (Term, error) { return providers.ParseTerm(s) }
 
 // Commitment is reserved or committed capacity: instances of one shape
 // bought for a term, paid upfront and/or hourly whether used or not, with

@@ -43,23 +43,6 @@ func TestCommitmentShareParse(t *testing.T) {
 	}
 }
 
-func TestCommitmentTerms(t *testing.T) {
-	for _, tt := range []struct {
-		in     string
-		want   Term
-		months int
-		hours  int64
-	}{{"1y", Term1Year, 12, 8760}, {"3yr", Term3Year, 36, 26280}, {"1-year", Term1Year, 12, 8760}, {"36mo", Term3Year, 36, 26280}} {
-		got, err := ParseTerm(tt.in)
-		if err != nil || got != tt.want || got.Months() != tt.months || got.Hours() != tt.hours {
-			t.Errorf("ParseTerm(%q) = %q (%d months, %d h), %v", tt.in, got, got.Months(), got.Hours(), err)
-		}
-	}
-	if _, err := ParseTerm("2y"); err == nil {
-		t.Error("ParseTerm(2y) accepted")
-	}
-}
-
 // TestCommitmentBreakEvenByHand is the worked example of `spotwise quote
 // --commitment`'s help, done by hand:
 //

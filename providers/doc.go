@@ -2,9 +2,10 @@
 // capacity from.
 //
 // It owns the Provider interface (offers, launch, terminate, list, a stream
-// of provider events), the Offer and Instance types, and the typed errors
-// retry logic branches on. Subpackages implement it: catalog holds the
-// bundled facts (GPU types, instance types, list prices), sim is the
+// of provider events), the Offer and Instance types, commitment terms (Term,
+// which reservations are bought for), and the typed errors retry logic
+// branches on. Subpackages implement it: catalog holds the bundled facts
+// (GPU types, instance types, list prices, relative throughput), sim is the
 // simulated cloud over that catalog, and the real clouds live beside it.
 //
 // A provider must not schedule, decide or talk to NATS: it prices, launches,

@@ -110,15 +110,11 @@ func userData(agent AgentConfig, imdsURL string, cat *catalog.Catalog, gpu strin
 // workSeconds is the expected runtime of the work on this GPU, for the
 // workload's SPOTWISE_WORK_SECONDS; empty when it cannot be sized.
 func workSeconds(cat *catalog.Catalog, gpu string, w providers.Workload) string {
-	if w.ReferenceSeconds <= 0 || w.ReferenceGPU == "" || gpu == "" {
+	s, ok := cat.WorkSeconds(w.ReferenceSeconds, w.ReferenceGPU, gpu, w.Class)
+	if !ok {
 		return ""
 	}
-	ref, ok1 := cat.RelativeThroughput(w.ReferenceGPU, w.Class)
-	here, ok2 := cat.RelativeThroughput(gpu, w.Class)
-	if !ok1 || !ok2 || here <= 0 {
-		return ""
-	}
-	return strconv.FormatFloat(w.ReferenceSeconds*ref/here, 'f', 0, 64)
+	return strconv.FormatFloat(s, 'f', 0, 64)
 }
 
 // shellQuote quotes s for bash: single quotes, with each single quote

@@ -16,8 +16,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
 	"github.com/robfig/cron/v3"
 
-	"github.com/spotwise/spotwise/bidding"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/providers/catalog"
 )
 
@@ -282,7 +282,7 @@ func (c Config) validate(cat *catalog.Catalog) error {
 		if !slices.Contains(c.VMSizes, r.VMSize) {
 			bad(f+".vm_size", "%q is not one of the VM sizes", r.VMSize)
 		}
-		if _, err := bidding.ParseTerm(r.Term); err != nil {
+		if _, err := providers.ParseTerm(r.Term); err != nil {
 			bad(f+".term", "%q: want 1y or 3y", r.Term)
 		}
 		if r.Count < 1 {

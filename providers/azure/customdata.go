@@ -6,12 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"text/template"
-	"time"
 
-	"github.com/spotwise/spotwise/bidding"
 	"github.com/spotwise/spotwise/providers"
 )
 
@@ -112,12 +111,14 @@ func renderScript(b bootstrap) ([]byte, error) {
 }
 
 // workSeconds is the whole work's expected runtime on the offer's GPU, as
-// the agent's --work-seconds wants it.
+// the agent's --work-seconds wants it: rounded up to the second, or the
+// reference runtime when it cannot be sized (the flag is always given).
 func (p *Provider) workSeconds(w providers.Workload, gpu string) string {
-	ref := time.Duration(w.ReferenceSeconds * float64(time.Second))
-	d, err := bidding.Runtime(p.cat, ref, w.ReferenceGPU, gpu, w.Class)
-	if err != nil || ref <= 0 {
-		d = ref
+	s, ok := p.cat.WorkSeconds(w.ReferenceSeconds, w.ReferenceGPU, gpu, w.Class)
+	if ok {
+		s = math.Ceil(s)
+	} else {
+		s = w.ReferenceSeconds
 	}
-	return strconv.FormatFloat(d.Seconds(), 'f', 3, 64)
+	return strconv.FormatFloat(s, 'f', 3, 64)
 }

@@ -9,7 +9,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/spotwise/spotwise/bidding"
 	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/providers/catalog"
@@ -133,7 +132,7 @@ func (p *Provider) buildOffers(region string, live regionPrices) []providers.Off
 			continue
 		}
 		var onDemand, spot money.Micros
-		reserved := map[bidding.Term]money.Micros{}
+		reserved := map[providers.Term]money.Micros{}
 		if live != nil {
 			sp := live[size]
 			if sp == nil || sp.OnDemand == 0 {
@@ -165,7 +164,7 @@ func (p *Provider) buildOffers(region string, live regionPrices) []providers.Off
 				out = append(out, o)
 			}
 			if res, ok := p.reservation(region, size); ok {
-				term, _ := bidding.ParseTerm(res.Term)
+				term, _ := providers.ParseTerm(res.Term)
 				// Without a live reservation price (catalog fallback, or
 				// no row for the term) the reserved offer is priced at
 				// on-demand: never cheaper than it really is.

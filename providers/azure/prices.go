@@ -12,8 +12,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
-	"github.com/spotwise/spotwise/bidding"
 	"github.com/spotwise/spotwise/money"
+	"github.com/spotwise/spotwise/providers"
 )
 
 // maxPricePages bounds one region's read of the Retail Prices API (100
@@ -46,7 +46,7 @@ type retailPage struct {
 type sizePrices struct {
 	OnDemand money.Micros
 	Spot     money.Micros // zero: no Spot meter, Spot is not sold
-	Reserved map[bidding.Term]money.Micros
+	Reserved map[providers.Term]money.Micros
 }
 
 // regionPrices maps a VM size (armSkuName) to its prices.
@@ -124,7 +124,7 @@ func (c *retailPrices) region(ctx context.Context, region string, sizes []string
 		switch {
 		case k.term != "":
 			if sp.Reserved == nil {
-				sp.Reserved = map[bidding.Term]money.Micros{}
+				sp.Reserved = map[providers.Term]money.Micros{}
 			}
 			sp.Reserved[k.term] = c.price
 		case k.spot:
@@ -163,7 +163,7 @@ func (c *retailPrices) page(ctx context.Context, u string) (*retailPage, error) 
 type priceKey struct {
 	size string
 	spot bool
-	term bidding.Term
+	term providers.Term
 }
 
 // candidate is a row that could give a price; when the feed has several
@@ -208,7 +208,7 @@ func classify(it retailItem) (priceKey, candidate, bool) {
 	case "Reservation":
 		// The API labels reservation rows "1 Hour" but prices them for
 		// the whole term, paid up front.
-		term, err := bidding.ParseTerm(it.ReservationTerm)
+		term, err := providers.ParseTerm(it.ReservationTerm)
 		if err != nil {
 			return priceKey{}, candidate{}, false
 		}

@@ -10,6 +10,7 @@ package catalog
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -272,6 +273,26 @@ func (c *Catalog) RelativeThroughput(gpu, class string) (float64, bool) {
 	}
 	return g.Throughput.For(class), true
 }
+
+// WorkSeconds scales a runtime measured on one GPU to another by their
+// relative throughput for the class: work that takes refSeconds on refGPU
+// is expected to take the returned seconds on gpu. False when it cannot be
+// sized: no reference runtime, or a GPU without a usable figure.
+func (c *Catalog) WorkSeconds(refSeconds float64, refGPU, gpu, class string) (float64, bool) {
+	if !(refSeconds > 0) || refGPU == "" || gpu == "" {
+		return 0, false
+	}
+	ref, ok1 := c.RelativeThroughput(refGPU, class)
+	here, ok2 := c.RelativeThroughput(gpu, class)
+	if !ok1 || !ok2 || !usable(ref) || !usable(here) {
+		return 0, false
+	}
+	return refSeconds * ref / here, true
+}
+
+// usable reports whether a throughput figure can divide: positive and
+// finite (NaN fails every comparison).
+func usable(x float64) bool { return x > 0 && !math.IsInf(x, 1) }
 
 // KnownGPU reports whether name is a GPU name or family.
 func (c *Catalog) KnownGPU(name string) bool { return len(c.MatchGPUs(name)) > 0 }

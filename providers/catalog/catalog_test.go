@@ -385,6 +385,35 @@ func TestThroughputFor(t *testing.T) {
 	}
 }
 
+func TestWorkSeconds(t *testing.T) {
+	c := Default()
+	v100, _ := c.RelativeThroughput("V100", ClassTrainMixed)
+	a100, _ := c.RelativeThroughput("A100-40GB", ClassTrainMixed)
+	tests := []struct {
+		name        string
+		ref         float64
+		refGPU, gpu string
+		want        float64
+		ok          bool
+	}{
+		{name: "the same GPU", ref: 3600, refGPU: "V100", gpu: "V100", want: 3600, ok: true},
+		{name: "a faster GPU takes less", ref: 21600, refGPU: "V100", gpu: "A100-40GB", want: 21600 * v100 / a100, ok: true},
+		{name: "a family stands for its first variant", ref: 21600, refGPU: "A100", gpu: "V100", want: 21600 * a100 / v100, ok: true},
+		{name: "no reference runtime", ref: 0, refGPU: "V100", gpu: "A100-40GB"},
+		{name: "no reference GPU", ref: 3600, gpu: "A100-40GB"},
+		{name: "no GPU", ref: 3600, refGPU: "V100"},
+		{name: "an unknown GPU", ref: 3600, refGPU: "V100", gpu: "unknown-gpu"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := c.WorkSeconds(tt.ref, tt.refGPU, tt.gpu, ClassTrainMixed)
+			if ok != tt.ok || math.Abs(got-tt.want) > 1e-9 {
+				t.Errorf("WorkSeconds(%v, %q, %q) = %v, %v; want %v, %v", tt.ref, tt.refGPU, tt.gpu, got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
 func TestPriceIn(t *testing.T) {
 	c := Default()
 	p4d, _ := c.InstanceType("aws", "p4d.24xlarge")
