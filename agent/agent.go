@@ -127,22 +127,6 @@ func (a *run) run(ctx context.Context) error {
 	if len(c.Workload.Command) == 0 {
 		return errors.New("the job has no command to run")
 	}
-	if !c.Workload.StartAfter.IsZero() {
-		if d := c.Workload.StartAfter.Sub(c.Clock.Now()); d > 0 {
-			t := c.Clock.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C():
-			}
-		}
-	}
-	a.dir = filepath.Join(c.WorkDir, "checkpoint")
-	a.pfile = filepath.Join(c.WorkDir, "progress")
-	if err := os.MkdirAll(a.dir, 0o755); err != nil {
-		return err
-	}
 	var requests <-chan *events.AgentControl
 	if c.Control != nil {
 		ch, stop, err := controls(c.Control, c.JobID, c.Attempt)
@@ -151,6 +135,14 @@ func (a *run) run(ctx context.Context) error {
 		}
 		defer stop()
 		requests = ch
+	}
+	if err := waitToStart(ctx, c.Clock, c.Workload.StartAfter, requests); err != nil {
+		return err
+	}
+	a.dir = filepath.Join(c.WorkDir, "checkpoint")
+	a.pfile = filepath.Join(c.WorkDir, "progress")
+	if err := os.MkdirAll(a.dir, 0o755); err != nil {
+		return err
 	}
 	restored := a.restore(ctx)
 	var resumeStep int64
@@ -319,10 +311,6 @@ func (a *run) checkpoint(ctx context.Context, deadline time.Time, why string) bo
 	if plan.Disabled || a.c.Checkpoints == nil {
 		return false
 	}
-	if err := a.ask(plan); err != nil {
-		a.failed(ctx, "asking the workload: "+err.Error())
-		return false
-	}
 	wait := 3 * max(plan.Duration, time.Minute)
 	if !deadline.IsZero() {
 		wait = deadline.Sub(a.c.Clock.Now())
@@ -333,6 +321,27 @@ func (a *run) checkpoint(ctx context.Context, deadline time.Time, why string) bo
 	defer give.Stop()
 	poll := time.NewTicker(50 * time.Millisecond)
 	defer poll.Stop()
+	// A workload that has not written its progress file yet may not
+	// handle the signal: signalled now, it would die of it. A periodic
+	// checkpoint can wait for the next interval; one for a notice waits,
+	// inside the window, for the workload to be up.
+	for !a.up() {
+		if why == "periodic" {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-give.C():
+			a.failed(ctx, "the workload was not up (no progress reported) within the notice window: its last checkpoint is the one it started from")
+			return false
+		case <-poll.C:
+		}
+	}
+	if err := a.ask(plan); err != nil {
+		a.failed(ctx, "asking the workload: "+err.Error())
+		return false
+	}
 	stored := func() bool {
 		if !a.collect(ctx, why) {
 			return false
@@ -360,6 +369,13 @@ func (a *run) checkpoint(ctx context.Context, deadline time.Time, why string) bo
 		case <-poll.C:
 		}
 	}
+}
+
+// up reports whether the workload has written its progress file: it is
+// running and handles the checkpoint signal.
+func (a *run) up() bool {
+	_, err := os.Stat(a.pfile)
+	return err == nil
 }
 
 // ask tells the workload to checkpoint: its signal (default SIGUSR1), or

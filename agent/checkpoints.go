@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spotwise/spotwise/checkpoint"
+	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/job"
 )
@@ -57,6 +58,34 @@ func controls(a Answerer, jobID string, attempt int) (<-chan *events.AgentContro
 		closed = true
 		mu.Unlock()
 	}, nil
+}
+
+// waitToStart holds a replacement's workload until the attempt it replaces
+// has checkpointed: until the scheduler says start (the checkpoint is
+// stored), at the latest until startAfter. Other requests meanwhile are
+// moot: there is no workload to checkpoint yet.
+func waitToStart(ctx context.Context, clk clock.Clock, startAfter time.Time, requests <-chan *events.AgentControl) error {
+	if startAfter.IsZero() {
+		return nil
+	}
+	d := startAfter.Sub(clk.Now())
+	if d <= 0 {
+		return nil
+	}
+	t := clk.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C():
+			return nil
+		case c := <-requests:
+			if c.Kind == events.ControlStart {
+				return nil
+			}
+		}
+	}
 }
 
 // restoreFromEarlier restores, into dir, the newest checkpoint that

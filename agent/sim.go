@@ -134,12 +134,14 @@ func (r *simRun) sleepUntil(t time.Time) bool {
 	}
 }
 
-// begin waits for StartAfter (a replacement waits for the attempt it
-// replaces to checkpoint), then finds where the work resumes from.
-func (r *simRun) begin() bool {
-	if !r.w.StartAfter.IsZero() && !r.sleepUntil(r.w.StartAfter) {
+// begin waits until it may start (a replacement waits for the attempt it
+// replaces to checkpoint: until the scheduler says start, at the latest
+// StartAfter), then finds where the work resumes from.
+func (r *simRun) begin(requests <-chan *events.AgentControl) bool {
+	if err := waitToStart(r.ctx, r.s.Clock, r.w.StartAfter, requests); err != nil {
 		return false
 	}
+	began := r.s.Clock.Now()
 	r.resume = math.Max(0, math.Min(1, r.w.ResumeFrom))
 	if st := r.s.Checkpoints; st != nil && !r.w.Checkpoint.Disabled {
 		dir, err := os.MkdirTemp("", "spotwise-sim-restore-")
@@ -173,12 +175,20 @@ func (r *simRun) begin() bool {
 			}
 		}
 	}
+	// The work began when the instance ran, or when it was let start (at
+	// StartAfter, or earlier when told): a run restored after a restart
+	// keeps the time it began.
 	r.start = r.inst.RunningAt
-	if r.start.Before(r.w.StartAfter) {
-		r.start = r.w.StartAfter
+	if held := r.w.StartAfter; !held.IsZero() {
+		if began.Before(held) {
+			held = began
+		}
+		if r.start.Before(held) {
+			r.start = held
+		}
 	}
 	if r.start.IsZero() {
-		r.start = r.s.Clock.Now()
+		r.start = began
 	}
 	return true
 }
@@ -195,7 +205,7 @@ func (r *simRun) loop() {
 			requests = ch
 		}
 	}
-	if !r.begin() {
+	if !r.begin(requests) {
 		return
 	}
 	started := &events.AgentReport{Kind: events.AgentStarted, Progress: r.progressAt(r.s.Clock.Now())}

@@ -196,21 +196,16 @@ func (s *Service) Cancel(ctx context.Context, id, reason string) (*JobView, erro
 		return nil, errNotFound(id)
 	}
 	now := s.clock.Now()
-	msg := "cancelled by user"
-	if reason != "" {
-		msg += ": " + reason
-	}
-	var already bool
+	var res job.Result
 	rec, rev, err := s.jobs.Modify(ctx, id, func(r *job.Record) error {
-		already = false
+		res = job.Apply(r, job.Cancel{Message: reason}, now)
 		switch {
-		case r.Status.State == job.Cancelled:
-			already = true
+		case res.Verdict == job.Duplicate:
 			return events.ErrNoChange
-		case r.Status.State.Terminal():
+		case !res.Changed():
 			return &Error{Status: http.StatusConflict, Code: CodeAlreadyFinished, Message: fmt.Sprintf("job %s already %s", id, r.Status.State)}
 		}
-		return r.MoveTo(job.Cancelled, now, msg)
+		return nil
 	})
 	var apiErr *Error
 	switch {
@@ -222,10 +217,19 @@ func (s *Service) Cancel(ctx context.Context, id, reason string) (*JobView, erro
 		return nil, storeError(err)
 	}
 	s.ix.apply(events.JobChange{ID: id, Revision: rev, Record: rec})
-	if !already {
+	if res.Changed() {
+		// The scheduler sees the cancelled job in the bucket and lets its
+		// capacity go; the history entry is the API's to write.
 		s.log.Info("job cancelled", zap.String("job", id))
-		if err := s.bus.Publish(ctx, events.JobEventsSubject(id), &events.JobEvent{JobID: id, Kind: events.KindCancelled, State: job.Cancelled, Attempt: rec.Status.Attempt, Message: msg, Cost: rec.CostAt(now)}); err != nil {
-			s.log.Warn("recording cancellation in history", zap.String("job", id), zap.Error(err))
+		for _, e := range res.Effects {
+			h, ok := e.(job.History)
+			if !ok {
+				continue
+			}
+			ev := &events.JobEvent{JobID: id, Kind: h.Kind, State: rec.Status.State, Attempt: h.Attempt, Message: h.Message, Cost: rec.CostAt(now)}
+			if err := s.bus.Publish(ctx, events.JobEventsSubject(id), ev, events.WithID(h.ID)); err != nil {
+				s.log.Warn("recording cancellation in history", zap.String("job", id), zap.Error(err))
+			}
 		}
 	}
 	return s.view(ctx, rec)

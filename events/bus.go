@@ -6,6 +6,7 @@ import (
 	"fmt"
 	neturl "net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -114,6 +115,37 @@ type Bus struct {
 	leases   jetstream.KeyValue
 	leaseTTL time.Duration
 	garbled  atomic.Int64
+	dropMu   sync.Mutex
+	dropped  map[DropKey]int64
+}
+
+// DropKey names a count of dropped messages: by which consumer (or
+// stream) and why (garbled, refused, gave-up).
+type DropKey struct{ Consumer, Reason string }
+
+// drop counts a message a consumer ended for good.
+func (b *Bus) drop(consumer, reason string) {
+	if reason == "garbled" {
+		b.garbled.Add(1)
+	}
+	b.dropMu.Lock()
+	defer b.dropMu.Unlock()
+	if b.dropped == nil {
+		b.dropped = map[DropKey]int64{}
+	}
+	b.dropped[DropKey{consumer, reason}]++
+}
+
+// Dropped counts the messages consumers ended for good, by consumer and
+// reason.
+func (b *Bus) Dropped() map[DropKey]int64 {
+	b.dropMu.Lock()
+	defer b.dropMu.Unlock()
+	out := make(map[DropKey]int64, len(b.dropped))
+	for k, v := range b.dropped {
+		out[k] = v
+	}
+	return out
 }
 
 // Open connects to NATS (starting the embedded server if no URL is

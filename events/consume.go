@@ -21,9 +21,51 @@ type Message struct {
 }
 
 // Handler handles one event. Returning an error asks for redelivery after
-// a delay; handlers must be idempotent, since JetStream delivers at least
+// a delay (a transient failure: the store did not answer); an error made
+// with Drop, a panic, or a payload of the wrong type ends the message for
+// good: it is terminated, logged once with its subject and reason, and
+// counted. Handlers must be idempotent, since JetStream delivers at least
 // once.
 type Handler func(ctx context.Context, m Message) error
+
+// Drop marks a handler error that redelivery cannot fix (the message is
+// wrong, not the moment): the consumer terminates the message.
+func Drop(err error) error { return &dropError{err} }
+
+type dropError struct{ err error }
+
+func (e *dropError) Error() string { return e.err.Error() }
+func (e *dropError) Unwrap() error { return e.err }
+
+// IsDrop reports whether err was made with Drop.
+func IsDrop(err error) bool {
+	var d *dropError
+	return errors.As(err, &d)
+}
+
+// Typed adapts a handler of one payload type. A message of any other type
+// on its subjects (a well-formed event sent to the wrong place) is dropped,
+// never handed over.
+func Typed[T Payload](h func(ctx context.Context, m Message, p T) error) Handler {
+	return func(ctx context.Context, m Message) error {
+		p, ok := m.Payload.(T)
+		if !ok {
+			var want T
+			return Drop(fmt.Errorf("a %s event on %s, which carries %s events", m.Envelope.Type, m.Subject, want.EventType()))
+		}
+		return h(ctx, m, p)
+	}
+}
+
+// safely runs a handler, turning a panic into a dropped message.
+func safely(ctx context.Context, h Handler, m Message) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = Drop(fmt.Errorf("handler panicked: %v", r))
+		}
+	}()
+	return h(ctx, m)
+}
 
 // ConsumerConfig names a durable consumer and what it reads.
 type ConsumerConfig struct {
@@ -99,17 +141,23 @@ func (b *Bus) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (stop f
 		}
 		env, p, err := Decode(msg.Data())
 		if err != nil {
-			b.garbled.Add(1)
+			b.drop(cc.Durable, "garbled")
 			log.Warn("dropping garbled event", zap.String("subject", msg.Subject()), zap.Error(err))
 			_ = msg.Term()
 			return
 		}
-		if err := h(cctx, Message{Subject: msg.Subject(), Envelope: env, Payload: p, Delivered: delivered}); err != nil {
-			if cctx.Err() != nil {
+		if err := safely(cctx, h, Message{Subject: msg.Subject(), Envelope: env, Payload: p, Delivered: delivered}); err != nil {
+			switch {
+			case IsDrop(err):
+				b.drop(cc.Durable, "refused")
+				log.Warn("dropping event", zap.String("subject", msg.Subject()), zap.String("event", env.ID), zap.String("type", env.Type), zap.Error(err))
+				_ = msg.Term()
+				return
+			case cctx.Err() != nil:
 				_ = msg.Nak()
 				return
-			}
-			if int(delivered) >= maxDeliver {
+			case int(delivered) >= maxDeliver:
+				b.drop(cc.Durable, "gave-up")
 				log.Error("giving up on event", zap.String("subject", msg.Subject()), zap.String("event", env.ID), zap.Uint64("delivered", delivered), zap.Error(err))
 				_ = msg.Term()
 				return
@@ -250,11 +298,14 @@ func (b *Bus) Follow(ctx context.Context, stream string, subjects []string, last
 		defer inflight.leave()
 		env, p, err := Decode(msg.Data())
 		if err != nil {
-			b.garbled.Add(1)
+			b.drop(stream, "garbled")
 			log.Warn("dropping garbled event", zap.String("subject", msg.Subject()), zap.Error(err))
 			return
 		}
-		if err := h(cctx, Message{Subject: msg.Subject(), Envelope: env, Payload: p, Delivered: 1}); err != nil {
+		if err := safely(cctx, h, Message{Subject: msg.Subject(), Envelope: env, Payload: p, Delivered: 1}); err != nil {
+			if IsDrop(err) {
+				b.drop(stream, "refused")
+			}
 			log.Warn("event handler failed", zap.String("subject", msg.Subject()), zap.Error(err))
 		}
 	})

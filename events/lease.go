@@ -29,6 +29,25 @@ type Lease struct {
 	holder string
 	rev    uint64
 	terms  atomic.Int64
+	// held is the revision of the lease entry when this holder took it:
+	// it grows with every new holding, whoever the holder, so it fences
+	// the writes of a holder that lost the lease.
+	held atomic.Int64
+	// renewed is when (wall time, before asking) the lease was last made
+	// or renewed, and ttl how long it lasts: Valid compares them.
+	renewed atomic.Int64
+	ttl     time.Duration
+}
+
+// Term is the current holding's term (0 when not held).
+func (l *Lease) Term() int64 { return l.held.Load() }
+
+// Valid reports whether this holder may still act on the lease: it was
+// made or renewed less than half a TTL ago, well before anyone else could
+// take it.
+func (l *Lease) Valid() bool {
+	at := l.renewed.Load()
+	return at != 0 && l.held.Load() != 0 && time.Since(time.Unix(0, at)) < l.ttl/2
 }
 
 // LeaseTTL is how long this bus's leases last without renewal.
@@ -38,14 +57,15 @@ func (b *Bus) LeaseTTL() time.Duration { return b.leaseTTL }
 // this server: a restarted server with the same identity takes its own
 // lease back at once instead of waiting for it to expire).
 func (b *Bus) Lease(name, holder string) *Lease {
-	return &Lease{kv: b.leases, name: name, holder: holder}
+	return &Lease{kv: b.leases, name: name, holder: holder, ttl: b.leaseTTL}
 }
 
 // TryAcquire takes the lease if it is free or already ours.
 func (l *Lease) TryAcquire(ctx context.Context) (bool, error) {
+	asked := time.Now()
 	rev, err := l.kv.Create(ctx, l.name, []byte(l.holder))
 	if err == nil {
-		l.rev = rev
+		l.took(rev, asked)
 		return true, nil
 	}
 	if !errors.Is(mapKVError(err), ErrExists) {
@@ -65,12 +85,20 @@ func (l *Lease) TryAcquire(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, nil
 	}
-	l.rev = rev
+	l.took(rev, asked)
 	return true, nil
+}
+
+// took records a new holding.
+func (l *Lease) took(rev uint64, asked time.Time) {
+	l.rev = rev
+	l.held.Store(int64(rev))
+	l.renewed.Store(asked.UnixNano())
 }
 
 // Renew extends a held lease; ErrLeaseLost if it is not ours any more.
 func (l *Lease) Renew(ctx context.Context) error {
+	asked := time.Now()
 	rev, err := l.kv.Update(ctx, l.name, []byte(l.holder), l.rev)
 	if err != nil {
 		switch mapped := mapKVError(err); {
@@ -80,11 +108,13 @@ func (l *Lease) Renew(ctx context.Context) error {
 		return fmt.Errorf("lease %s: %w", l.name, err)
 	}
 	l.rev = rev
+	l.renewed.Store(asked.UnixNano())
 	return nil
 }
 
 // Release gives a held lease up so another holder can take it at once.
 func (l *Lease) Release(ctx context.Context) error {
+	l.held.Store(0)
 	if l.rev == 0 {
 		return nil
 	}
@@ -171,6 +201,7 @@ func (l *Lease) term(ctx context.Context, ttl time.Duration, log *zap.Logger, fn
 				continue
 			}
 			log.Warn("lease lost: standing by", zap.String("lease", l.name), zap.Error(err))
+			l.held.Store(0)
 			cancel()
 			<-done
 			return

@@ -63,39 +63,41 @@ func (e *JobSubmitted) Validate() error {
 	return nil
 }
 
-// Job event kinds: one step of a job's life, recorded on its history subject.
+// Job event kinds: one step of a job's life, recorded on its history
+// subject (the lifecycle's, in package job).
 const (
-	KindQueued           = "queued"
-	KindPending          = "pending"
-	KindPlacing          = "placing"
-	KindLaunched         = "launched"
-	KindLaunchFailed     = "launch-failed"
-	KindRunning          = "running"
-	KindProgress         = "progress"
-	KindInstanceLost     = "instance-lost"
-	KindRequeued         = "requeued"
-	KindSucceeded        = "succeeded"
-	KindFailed           = "failed"
-	KindCancelled        = "cancelled"
-	KindTerminated       = "terminated"
-	KindNotice           = "interruption-notice"
-	KindCheckpoint       = "checkpoint"
-	KindCheckpointFailed = "checkpoint-failed"
-	KindPreempted        = "preempted"
-	KindMigrating        = "migrating"
-	KindRebalance        = "rebalance"
+	KindQueued           = job.KindQueued
+	KindPending          = job.KindPending
+	KindPlacing          = job.KindPlacing
+	KindLaunched         = job.KindLaunched
+	KindLaunchFailed     = job.KindLaunchFailed
+	KindRunning          = job.KindRunning
+	KindProgress         = job.KindProgress
+	KindInstanceLost     = job.KindInstanceLost
+	KindRequeued         = job.KindRequeued
+	KindSucceeded        = job.KindSucceeded
+	KindFailed           = job.KindFailed
+	KindCancelled        = job.KindCancelled
+	KindExpired          = job.KindExpired
+	KindTerminated       = job.KindTerminated
+	KindNotice           = job.KindNotice
+	KindCheckpoint       = job.KindCheckpoint
+	KindCheckpointFailed = job.KindCheckpointFailed
+	KindPreempted        = job.KindPreempted
+	KindMigrating        = job.KindMigrating
+	KindRebalance        = job.KindRebalance
 	// KindMove is the scheduler moving a running job of its own accord
 	// (back to spot from on-demand): checkpoint first, then relaunch.
-	KindMove = "move"
+	KindMove = job.KindMove
 )
 
-var jobKinds = map[string]bool{
-	KindQueued: true, KindPending: true, KindPlacing: true, KindLaunched: true,
-	KindLaunchFailed: true, KindRunning: true, KindProgress: true, KindInstanceLost: true,
-	KindRequeued: true, KindSucceeded: true, KindFailed: true, KindCancelled: true,
-	KindTerminated: true, KindNotice: true, KindCheckpoint: true, KindMigrating: true,
-	KindCheckpointFailed: true, KindPreempted: true, KindRebalance: true, KindMove: true,
-}
+var jobKinds = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range job.Kinds {
+		m[k] = true
+	}
+	return m
+}()
 
 // JobEvent is one entry of a job's history, on JobEventsSubject(id).
 type JobEvent struct {
@@ -269,6 +271,9 @@ func (e *AgentReport) Validate() error {
 const (
 	ControlCheckpoint = "checkpoint"
 	ControlStop       = "stop"
+	// ControlStart tells a replacement held for its predecessor's
+	// checkpoint that the checkpoint is stored: start now.
+	ControlStart = "start"
 )
 
 // AgentControl is a request to a job's agent, on AgentControlSubject(job)
@@ -292,7 +297,7 @@ func (e *AgentControl) Validate() error {
 		return fmt.Errorf("job_id %q is not a job ID", e.JobID)
 	case e.Attempt < 1:
 		return errors.New("attempt must be at least 1")
-	case e.Kind != ControlCheckpoint && e.Kind != ControlStop:
+	case e.Kind != ControlCheckpoint && e.Kind != ControlStop && e.Kind != ControlStart:
 		return fmt.Errorf("unknown control kind %q", e.Kind)
 	}
 	return nil
@@ -300,9 +305,9 @@ func (e *AgentControl) Validate() error {
 
 // Alert severities.
 const (
-	SeverityInfo     = "info"
-	SeverityWarning  = "warning"
-	SeverityCritical = "critical"
+	SeverityInfo     = job.SeverityInfo
+	SeverityWarning  = job.SeverityWarning
+	SeverityCritical = job.SeverityCritical
 )
 
 // Alert is something an operator should know, on AlertsSubject(severity).

@@ -36,8 +36,13 @@ type Status struct {
 	// Attempt counts placements so far; attempt N launches with key
 	// "<id>-a<N>".
 	Attempt int `json:"attempt"`
-	// Current is the attempt that holds or is acquiring capacity.
+	// Current is the attempt that runs the job or is acquiring capacity
+	// for it.
 	Current *Attempt `json:"current,omitempty"`
+	// Previous is the attempt the job is leaving: under an interruption
+	// notice while it checkpoints, or released and waiting for its
+	// provider to confirm that its capacity is gone.
+	Previous *Attempt `json:"previous,omitempty"`
 	// Attempts are the ended attempts, oldest first (the last 20).
 	Attempts []Attempt `json:"attempts,omitempty"`
 	// EndedCost is what all ended attempts cost.
@@ -46,18 +51,35 @@ type Status struct {
 	Progress float64 `json:"progress"`
 	// WorkLost is work done by attempts that ended without keeping it.
 	WorkLost Duration `json:"work_lost,omitempty"`
-	// Previous is an attempt whose capacity is being taken back (it is
-	// under an interruption notice) while Current replaces it.
-	Previous *Attempt `json:"previous,omitempty"`
 	// Checkpoint is the job's last good checkpoint: where a new attempt
 	// resumes from.
 	Checkpoint *CheckpointRef `json:"checkpoint,omitempty"`
+	// CheckpointRoot is where the job's checkpoints live: a checkpoint
+	// reported anywhere else is refused.
+	CheckpointRoot string `json:"checkpoint_root,omitempty"`
 	// Preemptions counts interruption notices the job received.
 	Preemptions int `json:"preemptions,omitempty"`
 	// Retries counts command failures that were run again.
-	Retries        int    `json:"retries,omitempty"`
+	Retries int `json:"retries,omitempty"`
+	// Excluded are offers (or scopes) the job must not be placed on: a
+	// provider refused them for a reason retrying will not change.
+	Excluded []Exclusion `json:"excluded,omitempty"`
+	// DeadlineMissed is set when the deadline could no longer be met and
+	// the spec said to run anyway.
+	DeadlineMissed bool `json:"deadline_missed,omitempty"`
+	// Term is the scheduler lease term of the last scheduler write: a
+	// deposed scheduler (an older term) may not write the record again.
+	Term           int64  `json:"term,omitempty"`
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	SpecHash       string `json:"spec_hash"`
+}
+
+// Exclusion keeps a job off an offer, or off a scope of offers (see
+// MarkUnavailable's keys), for the reason a provider gave.
+type Exclusion struct {
+	Key    string `json:"key"`
+	Code   string `json:"code,omitempty"`
+	Reason string `json:"reason"`
 }
 
 // Placement is where an attempt runs.
@@ -86,6 +108,9 @@ type Attempt struct {
 	// Running lists the instances that have reached running; the attempt
 	// runs when every node has.
 	Running []string `json:"running,omitempty"`
+	// Spans bill the instances: each from its launch to the end its
+	// provider reported (open while it runs).
+	Spans []Span `json:"spans,omitempty"`
 	// MaxPrice is the spot max price the attempt launches with.
 	MaxPrice money.Micros `json:"max_price,omitempty"`
 	PlacedAt time.Time    `json:"placed_at"`
@@ -93,23 +118,69 @@ type Attempt struct {
 	LaunchedAt time.Time `json:"launched_at,omitzero"`
 	RunningAt  time.Time `json:"running_at,omitzero"`
 	EndedAt    time.Time `json:"ended_at,omitzero"`
+	// LaunchTries counts launches whose outcome was not known (an error
+	// that is neither a refusal nor a success).
+	LaunchTries int `json:"launch_tries,omitempty"`
+	// SeenAt is when the provider last listed the attempt's instances
+	// alive: the end billed for one that vanished without a trace.
+	SeenAt time.Time `json:"seen_at,omitzero"`
 	// EstimatedRuntime and EstimatedCost are what the scheduler expected
 	// when it chose the placement.
 	EstimatedRuntime Duration     `json:"estimated_runtime"`
 	EstimatedCost    money.Micros `json:"estimated_cost"`
 	// Notice is set when the provider announced it takes the capacity
-	// back.
+	// back, or when spotwise moves the job of its own accord (a notice
+	// without a deadline).
 	Notice *Notice `json:"notice,omitempty"`
 	// StartAfter holds the workload of a replacement attempt until the
-	// attempt it replaces has had its chance to checkpoint.
+	// attempt it replaces has checkpointed: it starts when told (the
+	// checkpoint is stored), at the latest at this time.
 	StartAfter time.Time `json:"start_after,omitzero"`
 	// StartProgress is where the attempt's work began (its checkpoint).
 	StartProgress float64 `json:"start_progress,omitempty"`
-	// Outcome is how the attempt ended: succeeded, failed, lost,
-	// preempted, cancelled, launch-failed.
-	Outcome string       `json:"outcome,omitempty"`
+	// ReleasedAt is when spotwise asked for the attempt's capacity to be
+	// terminated; it closes (with Closing as its outcome) once every
+	// instance is gone.
+	ReleasedAt time.Time `json:"released_at,omitzero"`
+	Closing    Outcome   `json:"closing,omitempty"`
+	// Outcome is how the attempt ended.
+	Outcome Outcome      `json:"outcome,omitempty"`
 	Cost    money.Micros `json:"cost"`
 }
+
+// Span is the billed life of one instance.
+type Span struct {
+	Instance string    `json:"instance"`
+	From     time.Time `json:"from"`
+	// To is when the provider says the instance ended; zero while it runs.
+	To time.Time `json:"to,omitzero"`
+}
+
+// Outcome is how an attempt ended.
+type Outcome string
+
+// Attempt outcomes.
+const (
+	OutcomeSucceeded Outcome = "succeeded"
+	// OutcomeFailed: the command exited with an error.
+	OutcomeFailed Outcome = "failed"
+	// OutcomeLost: the capacity went without notice.
+	OutcomeLost Outcome = "lost"
+	// OutcomePreempted: the capacity was taken back after a notice.
+	OutcomePreempted Outcome = "preempted"
+	// OutcomeMoved: spotwise moved the job off it, checkpoint first.
+	OutcomeMoved     Outcome = "moved"
+	OutcomeCancelled Outcome = "cancelled"
+	OutcomeExpired   Outcome = "expired"
+	// OutcomeLaunchFailed: the provider refused the launch; nothing was
+	// bought.
+	OutcomeLaunchFailed Outcome = "launch-failed"
+	// OutcomeLaunchLost: the launch's outcome stayed unknown through every
+	// try; whatever it bought is terminated.
+	OutcomeLaunchLost Outcome = "launch-lost"
+	// OutcomeSuperseded: a replacement the job did not need after all.
+	OutcomeSuperseded Outcome = "superseded"
+)
 
 // Notice is a provider's announcement that an attempt's capacity goes.
 type Notice struct {
@@ -133,12 +204,10 @@ type CheckpointRef struct {
 }
 
 // NeedsPlacement reports whether the job waits for capacity: it is queued,
-// or its capacity is being taken back and no replacement is chosen yet.
+// or it is leaving its capacity and no replacement is chosen yet.
 func (r *Record) NeedsPlacement() bool {
 	switch r.Status.State {
-	case Queued:
-		return true
-	case Checkpointing, Migrating:
+	case Queued, Checkpointing, Migrating:
 		return r.Status.Current == nil
 	}
 	return false
@@ -147,28 +216,53 @@ func (r *Record) NeedsPlacement() bool {
 // LaunchKey is the idempotency key of a job's attempt n.
 func LaunchKey(id string, n int) string { return fmt.Sprintf("%s-a%d", id, n) }
 
-// CostAt is what the job has cost up to now: ended attempts plus the
-// current one's billed time.
-//
-// A finished job whose attempt is still being closed (its instances are
-// being terminated) is shown billed up to when it finished; closing the
-// attempt bills the teardown too, so the cost shown never goes down.
+// CostAt is what the job has cost up to now: ended attempts plus what the
+// live ones have run so far.
 func (r *Record) CostAt(now time.Time) money.Micros {
 	c := r.Status.EndedCost
-	if r.Status.State.Terminal() && !r.Status.FinishedAt.IsZero() && r.Status.FinishedAt.Before(now) {
-		now = r.Status.FinishedAt
-	}
 	for _, a := range []*Attempt{r.Status.Previous, r.Status.Current} {
-		if a != nil && !a.LaunchedAt.IsZero() && now.After(a.LaunchedAt) {
-			c += a.Placement.HourlyCost().ForDuration(now.Sub(a.LaunchedAt))
+		if a != nil {
+			c += a.billed(now)
 		}
 	}
 	return c
 }
 
-// MoveTo changes the job's state, refusing transitions the state machine
-// does not allow.
-func (r *Record) MoveTo(next State, now time.Time, message string) error {
+// Released reports whether spotwise has let the attempt's capacity go.
+func (a *Attempt) Released() bool { return !a.ReleasedAt.IsZero() }
+
+// billed is what an attempt has cost up to end: every instance from its
+// launch to its end (the provider's, else end). An attempt whose instances
+// are not known yet bills its nodes from its launch.
+func (a *Attempt) billed(end time.Time) money.Micros {
+	if a.Released() && a.ReleasedAt.Before(end) {
+		// Its instances are being terminated: until their provider says
+		// when each ended, bill them to the release, so that the cost
+		// shown only ever grows (their real ends come after it).
+		end = a.ReleasedAt
+	}
+	if len(a.Spans) == 0 {
+		if a.LaunchedAt.IsZero() || !end.After(a.LaunchedAt) {
+			return 0
+		}
+		return a.Placement.HourlyCost().ForDuration(end.Sub(a.LaunchedAt))
+	}
+	var total time.Duration
+	for _, sp := range a.Spans {
+		to := sp.To
+		if to.IsZero() {
+			to = end
+		}
+		if to.After(sp.From) {
+			total += to.Sub(sp.From)
+		}
+	}
+	return a.Placement.PricePerHour.ForDuration(total)
+}
+
+// moveTo changes the job's state, refusing transitions the state machine
+// does not allow. Only the lifecycle calls it.
+func (r *Record) moveTo(next State, now time.Time, message string) error {
 	if !r.Status.State.CanMoveTo(next) {
 		return fmt.Errorf("job %s: cannot move from %s to %s", r.ID, r.Status.State, next)
 	}
@@ -184,40 +278,33 @@ func (r *Record) MoveTo(next State, now time.Time, message string) error {
 	return nil
 }
 
-// EndAttempt closes the current attempt at now with an outcome, bills it
-// and moves it to the history. It is a no-op without a current attempt.
-func (r *Record) EndAttempt(now time.Time, outcome string) {
-	r.endAttempt(&r.Status.Current, now, outcome)
-}
-
-// EndPrevious closes the attempt being replaced, like EndAttempt.
-func (r *Record) EndPrevious(now time.Time, outcome string) {
-	r.endAttempt(&r.Status.Previous, now, outcome)
-}
-
-// Replace makes the current attempt the previous one (it is under notice)
-// so that a replacement can become current.
-func (r *Record) Replace() {
-	r.Status.Previous, r.Status.Current = r.Status.Current, nil
-}
-
-func (r *Record) endAttempt(slot **Attempt, now time.Time, outcome string) {
+// closeAttempt ends an attempt at now with an outcome, bills it (its
+// instances still running are billed to now; their real end, when it
+// comes, corrects the bill) and moves it to the history.
+func (r *Record) closeAttempt(slot **Attempt, now time.Time, outcome Outcome) *Attempt {
 	a := *slot
 	if a == nil {
-		return
+		return nil
 	}
 	a.EndedAt = now
 	a.Outcome = outcome
-	if !a.LaunchedAt.IsZero() && now.After(a.LaunchedAt) {
-		a.Cost = a.Placement.HourlyCost().ForDuration(now.Sub(a.LaunchedAt))
-	}
+	a.Closing = ""
+	a.Cost = a.billed(now)
 	r.Status.EndedCost += a.Cost
 	r.Status.Attempts = append(r.Status.Attempts, *a)
 	if n := len(r.Status.Attempts); n > maxHistory {
 		r.Status.Attempts = append([]Attempt(nil), r.Status.Attempts[n-maxHistory:]...)
 	}
 	*slot = nil
-	r.Status.UpdatedAt = now
+	return &r.Status.Attempts[len(r.Status.Attempts)-1]
+}
+
+// rebill recomputes an ended attempt's cost after one of its instances'
+// ends became known, keeping the job's total in step.
+func (r *Record) rebill(a *Attempt) {
+	c := a.billed(a.EndedAt)
+	r.Status.EndedCost += c - a.Cost
+	a.Cost = c
 }
 
 // Clone returns a deep copy, so a writer can change a record without
@@ -243,12 +330,14 @@ func (r *Record) Clone() *Record {
 			c.Status.Attempts[i] = a.clone()
 		}
 	}
+	c.Status.Excluded = slices.Clone(r.Status.Excluded)
 	return &c
 }
 
 func (a Attempt) clone() Attempt {
 	a.Instances = slices.Clone(a.Instances)
 	a.Running = slices.Clone(a.Running)
+	a.Spans = slices.Clone(a.Spans)
 	if a.Notice != nil {
 		n := *a.Notice
 		a.Notice = &n

@@ -13,7 +13,7 @@ import (
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-func TestMoveTo(t *testing.T) {
+func TestMoveToKeepsTimes(t *testing.T) {
 	r := &Record{ID: "j-1", Status: Status{State: Queued, SubmittedAt: t0}}
 	steps := []struct {
 		to       State
@@ -25,7 +25,6 @@ func TestMoveTo(t *testing.T) {
 		{Running, 3 * time.Minute, 3 * time.Minute, -1},
 		{Checkpointing, 60 * time.Minute, 3 * time.Minute, -1},
 		{Migrating, 61 * time.Minute, 3 * time.Minute, -1},
-		{Placing, 62 * time.Minute, 3 * time.Minute, -1},
 		{Running, 65 * time.Minute, 3 * time.Minute, -1}, // StartedAt is the first start
 		{Succeeded, 120 * time.Minute, 3 * time.Minute, 120 * time.Minute},
 	}
@@ -38,7 +37,7 @@ func TestMoveTo(t *testing.T) {
 	for _, st := range steps {
 		t.Run(string(st.to), func(t *testing.T) {
 			msg := "to " + string(st.to)
-			if err := r.MoveTo(st.to, t0.Add(st.at), msg); err != nil {
+			if err := r.moveTo(st.to, t0.Add(st.at), msg); err != nil {
 				t.Fatal(err)
 			}
 			s := r.Status
@@ -52,7 +51,7 @@ func TestMoveTo(t *testing.T) {
 	}
 	t.Run("terminal state cannot move", func(t *testing.T) {
 		before := *r
-		err := r.MoveTo(Running, t0.Add(5*time.Hour), "again")
+		err := r.moveTo(Running, t0.Add(5*time.Hour), "again")
 		if err == nil {
 			t.Fatal("succeeded job moved to running")
 		}
@@ -63,10 +62,10 @@ func TestMoveTo(t *testing.T) {
 			t.Errorf("refused move changed the record:\n%+v\n%+v", r.Status, before.Status)
 		}
 	})
-	for _, end := range []State{Failed, Cancelled} {
+	for _, end := range []State{Expired, Cancelled} {
 		t.Run(string(end)+" sets FinishedAt", func(t *testing.T) {
 			r := &Record{ID: "j-2", Status: Status{State: Queued}}
-			if err := r.MoveTo(end, t0, "x"); err != nil {
+			if err := r.moveTo(end, t0, "x"); err != nil {
 				t.Fatal(err)
 			}
 			if !r.Status.FinishedAt.Equal(t0) || !r.Status.StartedAt.IsZero() {
@@ -89,7 +88,7 @@ func placed(price money.Micros, nodes int) *Record {
 	return r
 }
 
-func TestEndAttemptBills(t *testing.T) {
+func TestCloseAttemptBills(t *testing.T) {
 	tests := []struct {
 		name  string
 		price money.Micros
@@ -110,7 +109,7 @@ func TestEndAttemptBills(t *testing.T) {
 			r := placed(tt.price, tt.nodes)
 			r.Status.EndedCost = money.MustParse("1.00") // an earlier attempt
 			end := t0.Add(tt.end)
-			r.EndAttempt(end, "lost")
+			r.closeAttempt(&r.Status.Current, end, OutcomeLost)
 			if r.Status.Current != nil {
 				t.Fatal("attempt still current")
 			}
@@ -124,15 +123,15 @@ func TestEndAttemptBills(t *testing.T) {
 			if want := tt.want + money.Dollar; r.Status.EndedCost != want {
 				t.Errorf("ended cost = %s, want %s", r.Status.EndedCost, want)
 			}
-			if a.Outcome != "lost" || !a.EndedAt.Equal(end) || !r.Status.UpdatedAt.Equal(end) {
-				t.Errorf("outcome, ended, updated = %q, %v, %v", a.Outcome, a.EndedAt, r.Status.UpdatedAt)
+			if a.Outcome != OutcomeLost || !a.EndedAt.Equal(end) {
+				t.Errorf("outcome, ended = %q, %v", a.Outcome, a.EndedAt)
 			}
 		})
 	}
 	t.Run("never launched", func(t *testing.T) {
 		r := placed(money.MustParse("3.06"), 2)
 		r.Status.Current.LaunchedAt = time.Time{}
-		r.EndAttempt(t0.Add(time.Hour), "launch-failed")
+		r.closeAttempt(&r.Status.Current, t0.Add(time.Hour), OutcomeLaunchFailed)
 		if c := r.Status.Attempts[0].Cost; c != 0 || r.Status.EndedCost != 0 {
 			t.Errorf("unlaunched attempt cost %s (ended cost %s)", c, r.Status.EndedCost)
 		}
@@ -140,21 +139,21 @@ func TestEndAttemptBills(t *testing.T) {
 	t.Run("no current attempt", func(t *testing.T) {
 		r := &Record{ID: "j-1", Status: Status{State: Queued, UpdatedAt: t0}}
 		before := *r
-		r.EndAttempt(t0.Add(time.Hour), "lost")
+		r.closeAttempt(&r.Status.Current, t0.Add(time.Hour), OutcomeLost)
 		if !reflect.DeepEqual(*r, before) {
-			t.Errorf("EndAttempt without an attempt changed the record: %+v", r.Status)
+			t.Errorf("closing no attempt changed the record: %+v", r.Status)
 		}
 	})
 }
 
-func TestEndAttemptKeepsLast20(t *testing.T) {
+func TestCloseAttemptKeepsLast20(t *testing.T) {
 	r := &Record{ID: "j-1"}
 	price := money.MustParse("1.00")
 	for n := 1; n <= 25; n++ {
 		start := t0.Add(time.Duration(n) * time.Hour)
 		r.Status.Attempt = n
 		r.Status.Current = &Attempt{N: n, Placement: Placement{Nodes: 1, PricePerHour: price}, LaunchedAt: start}
-		r.EndAttempt(start.Add(30*time.Minute), "lost")
+		r.closeAttempt(&r.Status.Current, start.Add(30*time.Minute), OutcomeLost)
 	}
 	if len(r.Status.Attempts) != 20 {
 		t.Fatalf("history holds %d attempts, want 20", len(r.Status.Attempts))
@@ -189,11 +188,11 @@ func TestCostAt(t *testing.T) {
 			}
 		})
 	}
-	t.Run("matches what EndAttempt bills", func(t *testing.T) {
+	t.Run("matches what closing the attempt bills", func(t *testing.T) {
 		end := t0.Add(77*time.Minute + 13*time.Second)
 		want := r.CostAt(end)
 		c := r.Clone()
-		c.EndAttempt(end, "succeeded")
+		c.closeAttempt(&c.Status.Current, end, OutcomeSucceeded)
 		if c.Status.EndedCost != want || c.CostAt(end.Add(time.Hour)) != want {
 			t.Errorf("ended cost %s, cost an hour later %s; CostAt before the end said %s",
 				c.Status.EndedCost, c.CostAt(end.Add(time.Hour)), want)
@@ -206,6 +205,30 @@ func TestCostAt(t *testing.T) {
 			t.Errorf("CostAt = %s before launch", got)
 		}
 	})
+}
+
+// Instances are billed each from its launch to the end its provider
+// reports; an attempt closed before an instance's end is known bills it to
+// the close, and the real end corrects the bill (the job's total with it).
+func TestSpansBillEachInstanceToItsEnd(t *testing.T) {
+	r := placed(money.MustParse("3.60"), 2) // $0.001 a second per node
+	a := r.Status.Current
+	a.Instances = []string{"i-1", "i-2"}
+	a.Spans = []Span{{Instance: "i-1", From: t0}, {Instance: "i-2", From: t0.Add(10 * time.Second)}}
+	a.Spans[0].To = t0.Add(100 * time.Second)
+	if got, want := r.CostAt(t0.Add(200*time.Second)), money.Micros(100_000+190_000); got != want {
+		t.Fatalf("CostAt = %s, want %s (i-1 100 s, i-2 190 s so far)", got, want)
+	}
+	closed := r.closeAttempt(&r.Status.Current, t0.Add(300*time.Second), OutcomeLost)
+	if want := money.Micros(100_000 + 290_000); closed.Cost != want || r.Status.EndedCost != want {
+		t.Fatalf("closed cost %s, ended cost %s; want %s", closed.Cost, r.Status.EndedCost, want)
+	}
+	// i-2's provider says it ended at 400 s: a tail of 100 s more.
+	closed.Spans[1].To = t0.Add(400 * time.Second)
+	r.rebill(closed)
+	if want := money.Micros(100_000 + 390_000); closed.Cost != want || r.Status.EndedCost != want {
+		t.Fatalf("after the real end: cost %s, ended cost %s; want %s", closed.Cost, r.Status.EndedCost, want)
+	}
 }
 
 func TestPlacementHourlyCost(t *testing.T) {

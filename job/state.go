@@ -10,8 +10,9 @@ import (
 // clients see.
 type State string
 
-// Job states. Checkpointing and migrating are entered when a preemption
-// notice arrives.
+// Job states. Checkpointing and migrating are a job leaving its capacity:
+// checkpointing until the checkpoint for a notice or a move is stored,
+// migrating from then until a replacement runs.
 const (
 	Queued        State = "queued"
 	Placing       State = "placing"
@@ -21,22 +22,27 @@ const (
 	Succeeded     State = "succeeded"
 	Failed        State = "failed"
 	Cancelled     State = "cancelled"
+	// Expired: the deadline could no longer be met before the job ran.
+	Expired State = "expired"
 )
 
 // States lists every state in life order.
-var States = []State{Queued, Placing, Running, Checkpointing, Migrating, Succeeded, Failed, Cancelled}
+var States = []State{Queued, Placing, Running, Checkpointing, Migrating, Succeeded, Failed, Cancelled, Expired}
 
-// transitions lists the states each state may move to.
+// transitions lists the states each state may move to (the lifecycle's
+// table in README.md).
 var transitions = map[State][]State{
-	Queued:        {Placing, Cancelled, Failed},
-	Placing:       {Running, Queued, Cancelled, Failed},
-	Running:       {Succeeded, Failed, Queued, Cancelled, Checkpointing, Migrating},
-	Checkpointing: {Migrating, Queued, Running, Succeeded, Failed, Cancelled},
-	Migrating:     {Placing, Running, Queued, Succeeded, Failed, Cancelled},
+	Queued:        {Placing, Cancelled, Expired},
+	Placing:       {Running, Queued, Succeeded, Failed, Cancelled},
+	Running:       {Checkpointing, Migrating, Queued, Succeeded, Failed, Cancelled},
+	Checkpointing: {Migrating, Running, Queued, Succeeded, Failed, Cancelled, Expired},
+	Migrating:     {Running, Queued, Succeeded, Failed, Cancelled, Expired},
 }
 
 // Terminal reports whether the job is done for good.
-func (s State) Terminal() bool { return s == Succeeded || s == Failed || s == Cancelled }
+func (s State) Terminal() bool {
+	return s == Succeeded || s == Failed || s == Cancelled || s == Expired
+}
 
 // Active reports whether the job holds or is acquiring capacity.
 func (s State) Active() bool {

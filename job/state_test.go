@@ -11,14 +11,15 @@ func TestStateTransitions(t *testing.T) {
 	// allowed is the life of a job as users see it; every pair not listed
 	// is refused.
 	allowed := map[State][]State{
-		Queued:        {Placing, Cancelled, Failed},
-		Placing:       {Running, Queued, Cancelled, Failed},
+		Queued:        {Placing, Cancelled, Expired},
+		Placing:       {Running, Queued, Succeeded, Failed, Cancelled},
 		Running:       {Checkpointing, Migrating, Queued, Succeeded, Failed, Cancelled},
-		Checkpointing: {Migrating, Queued, Running, Succeeded, Failed, Cancelled},
-		Migrating:     {Placing, Running, Queued, Succeeded, Failed, Cancelled},
+		Checkpointing: {Migrating, Queued, Running, Succeeded, Failed, Cancelled, Expired},
+		Migrating:     {Running, Queued, Succeeded, Failed, Cancelled, Expired},
 		Succeeded:     nil,
 		Failed:        nil,
 		Cancelled:     nil,
+		Expired:       nil,
 	}
 	if len(allowed) != len(States) {
 		t.Fatalf("test covers %d states, States lists %d", len(allowed), len(States))
@@ -48,6 +49,7 @@ func TestStateKinds(t *testing.T) {
 		{Succeeded, true, false, true},
 		{Failed, true, false, true},
 		{Cancelled, true, false, true},
+		{Expired, true, false, true},
 		{"paused", false, false, false},
 		{"", false, false, false},
 		{"Running", false, false, false},

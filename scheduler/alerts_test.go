@@ -53,14 +53,20 @@ func (l *alertLog) wait(t *testing.T, kind, jobID string) events.Alert {
 }
 
 // Operators hear about preemptions (at the notice), jobs that can no
-// longer meet their deadline, and jobs that failed for good.
+// longer meet their deadline (they expire, or run anyway when their spec
+// says so), and jobs that failed for good.
 func TestAlerts(t *testing.T) {
 	r := newRig(t, rigOpt{workload: true})
 	alerts := watchAlerts(t, r)
 
 	late := r.submit(t, "name: late\ncommand: [x]\nresources: {gpus_per_node: 1, accelerators: [T4]}\nwork: 40h on T4\ndeadline: 2h\n")
-	if a := alerts.wait(t, "deadline-at-risk", late.ID); a.Severity != events.SeverityCritical {
-		t.Errorf("deadline alert severity %s", a.Severity)
+	// Found hopeless, and still so a policy interval later: it expires.
+	got := r.advanceUntil(t, time.Minute, 10*time.Minute, "expired", func(x *job.Record) bool { return x.Status.State == job.Expired }, late.ID)
+	if got.Status.Current != nil || got.Status.Attempt != 0 {
+		t.Errorf("an expired job holds capacity: %+v", got.Status)
+	}
+	if a := alerts.wait(t, "job-expired", late.ID); a.Severity != events.SeverityCritical {
+		t.Errorf("expiry alert severity %s", a.Severity)
 	}
 
 	rec := r.runToRunning(t, spotT4+"checkpoint: {duration: 30s}\n")

@@ -29,6 +29,14 @@ type QueuedJob struct {
 	// the deadline policy is asked about: since when it has run there
 	// (its changeover counts from then). Zero for a job to place.
 	OnDemandSince time.Time
+	// Excluded are offers or scopes of offers (providers.ScopeKey) a
+	// provider refused the job for good; ExcludedWhy the providers'
+	// reasons.
+	Excluded    []string
+	ExcludedWhy []string
+	// Avoid are offers or scopes the job is leaving (under notice, or
+	// moved off): its replacement goes elsewhere.
+	Avoid []string
 }
 
 // Requirements is the placement-relevant part of a job spec, in a
@@ -130,6 +138,22 @@ type compiledOffer struct {
 	// rate is how often the offer's capacity is taken back, per
 	// instance-hour.
 	rate float64
+	// keys are the scope keys that cover the offer, for jobs with
+	// exclusions (built when one asks).
+	keys []string
+}
+
+// excludedFor reports whether any of a job's exclusions covers the offer.
+func (o *compiledOffer) excludedFor(excluded []string) bool {
+	if o.keys == nil {
+		o.keys = providers.ScopeKeys(*o.offer)
+	}
+	for _, k := range o.keys {
+		if slices.Contains(excluded, k) {
+			return true
+		}
+	}
+	return false
 }
 
 // gpuGroup is every offer of one GPU type, cheapest first.
@@ -185,9 +209,14 @@ func compileOffers(offers []providers.Offer, now time.Time, unavailable map[stri
 			}
 			co.geos = append(co.geos, geo)
 		}
-		until, marked := unavailable[o.ID()]
-		if zu, ok := unavailable[zoneKey(o.Provider, o.Zone)]; ok && (!marked || zu.After(until)) {
-			until, marked = zu, true
+		var until time.Time
+		marked := false
+		if len(unavailable) > 0 {
+			for _, k := range providers.ScopeKeys(*o) {
+				if u, ok := unavailable[k]; ok && (!marked || u.After(until)) {
+					until, marked = u, true
+				}
+			}
 		}
 		avail := o.Available
 		if o.Capacity == providers.CapacityNone {

@@ -12,21 +12,32 @@ import (
 	"github.com/spotwise/spotwise/job"
 )
 
-// cycle runs one scheduling cycle over the queued jobs that need a look:
-// new ones, and ones last found unplaceable against an older offer book.
-// Placements are handed to the executor; pending jobs get their reasons.
+// cycle runs one scheduling cycle, in three phases:
+//
+//  1. snapshot: the offer book and the queued jobs that need a look (new
+//     ones, and ones last found unplaceable against an older book), from
+//     memory, without a read of the bucket;
+//  2. decide: Decide over the snapshot (pure), and the moves of running
+//     jobs the last reconciliation put forward (decided the same way);
+//  3. apply: each placement, expiry and move goes through the job's
+//     lifecycle on the worker pool (the record written, then the launch);
+//     pending jobs keep their reasons in memory.
 func (s *Scheduler) cycle(ctx context.Context) {
 	start := time.Now()
+
+	// 1. Snapshot.
 	now := s.o.Clock.Now()
 	offers, unavailable, version := s.book.snapshot(now)
 	s.mu.Lock()
 	batch := make([]*QueuedJob, 0, min(s.q.len(), 1024))
+	attempts := make(map[string]int, len(batch))
 	for _, qj := range s.q.jobs {
 		e := s.index[qj.ID]
 		if e == nil || e.inflight || e.seen == version {
 			continue
 		}
 		batch = append(batch, qj)
+		attempts[qj.ID] = e.attempt
 	}
 	moves := s.moves
 	s.moves = nil
@@ -37,14 +48,18 @@ func (s *Scheduler) cycle(ctx context.Context) {
 	s.zones.observe(offers, unavailable, now)
 	snap := Snapshot{Now: now, Jobs: batch, Offers: offers, Unavailable: unavailable, Throughput: s.tp,
 		Geography: s.o.Geography, Rates: s.book.ratesNow(), Policy: s.o.Policy, Zones: s.zones.stats, PolicyStep: s.o.PolicyInterval}
+
+	// 2. Decide.
+	var moving []move
 	if len(moves) > 0 {
-		s.considerMoves(ctx, snap, moves)
-	}
-	if len(batch) == 0 {
-		return
+		moving = s.decideMoves(snap, moves)
 	}
 	plan := Decide(snap)
 
+	// 3. Apply.
+	for _, m := range moving {
+		s.goAction(ctx, func(ctx context.Context) { s.startMove(ctx, m) })
+	}
 	var changed []Pending
 	s.mu.Lock()
 	for _, p := range plan.Placements {
@@ -54,7 +69,11 @@ func (s *Scheduler) cycle(ctx context.Context) {
 		}
 		e.inflight = true
 		s.book.take(p.Offer, p.Nodes)
-		s.goAction(ctx, func(ctx context.Context) { s.place(ctx, p) })
+		n := attempts[p.JobID] + 1
+		s.goAction(ctx, func(ctx context.Context) {
+			defer s.done(p.JobID)
+			s.place(ctx, p, n)
+		})
 	}
 	for _, p := range plan.Pending {
 		e := s.index[p.JobID]
@@ -63,6 +82,21 @@ func (s *Scheduler) cycle(ctx context.Context) {
 		}
 		e.seen = version
 		e.pending = p.Reasons
+		switch {
+		case !p.Hopeless:
+			e.hopeless = time.Time{}
+		case e.hopeless.IsZero():
+			// Found hopeless: if a policy interval later it still is (the
+			// offer book may have been incomplete), it expires.
+			e.hopeless = now
+		case now.Sub(e.hopeless) >= s.o.PolicyInterval && !e.inflight:
+			e.inflight = true
+			s.goAction(ctx, func(ctx context.Context) {
+				defer s.done(p.JobID)
+				s.expire(ctx, p)
+			})
+			continue
+		}
 		if codes := codesHash(p.Reasons); codes != e.codes {
 			e.codes = codes
 			changed = append(changed, p)
@@ -72,21 +106,52 @@ func (s *Scheduler) cycle(ctx context.Context) {
 	s.metrics.cycles.Add(1)
 	s.metrics.lastCycle.Store(int64(time.Since(start)))
 	if len(changed) > 0 {
-		s.spawn(func() {
-			for _, p := range changed {
-				last := p.Reasons[len(p.Reasons)-1]
-				s.emit(ctx, &events.JobEvent{JobID: p.JobID, Kind: events.KindPending, State: job.Queued, Reasons: p.Reasons,
-					Message: "not placed yet: " + last.Message}, "")
-				if last.Code == "deadline" {
-					// Every offer that passes the other filters finishes
-					// too late: someone has to decide.
-					s.alert(ctx, events.SeverityCritical, "deadline-at-risk", p.JobID,
-						fmt.Sprintf("job %s can no longer meet its deadline: %s", p.JobID, last.Message), nil, p.JobID+"-alert-deadline")
-				}
-			}
-		})
+		s.spawn(func() { s.recordPending(ctx, changed) })
 	}
 	s.log.Debug("cycle", zap.Int("jobs", len(batch)), zap.Int("placed", len(plan.Placements)), zap.Int("pending", len(plan.Pending)), zap.Duration("took", time.Since(start)))
+}
+
+// place records one placement (the attempt and its launch key, before
+// anything is bought) and launches it.
+func (s *Scheduler) place(ctx context.Context, p Placement, attempt int) {
+	o := p.Offer
+	in := job.Place{
+		Attempt: attempt, MaxPrice: p.MaxPrice, EstimatedRuntime: p.Estimate.Runtime, EstimatedCost: p.Estimate.Cost, CheckpointRoot: s.o.CheckpointRoot,
+		Placement: job.Placement{OfferID: o.ID(), Provider: o.Provider, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
+			GPU: o.GPU, GPUs: o.GPUs, Nodes: p.Nodes, Purchase: string(o.Purchase), PricePerHour: o.Price},
+	}
+	if _, res, err := s.apply(ctx, p.JobID, in); err != nil {
+		s.log.Warn("recording a placement", zap.String("job", p.JobID), zap.Error(err))
+	} else if res.Changed() {
+		s.log.Info("placing job", zap.String("job", p.JobID), zap.String("offer", o.ID()), zap.Stringer("price", o.Price),
+			zap.Duration("runtime", p.Estimate.Runtime), zap.Stringer("cost", p.Estimate.Cost))
+	}
+}
+
+// expire ends a waiting job that can no longer meet its deadline (or,
+// if its spec says so, lets it run anyway).
+func (s *Scheduler) expire(ctx context.Context, p Pending) {
+	last := p.Reasons[len(p.Reasons)-1]
+	if _, _, err := s.apply(ctx, p.JobID, job.Expire{Message: last.Message}); err != nil {
+		s.log.Warn("expiring a job", zap.String("job", p.JobID), zap.Error(err))
+	}
+}
+
+// recordPending puts a "pending" entry in the history of each job whose
+// kinds of reasons changed.
+func (s *Scheduler) recordPending(ctx context.Context, changed []Pending) {
+	for _, p := range changed {
+		last := p.Reasons[len(p.Reasons)-1]
+		s.emit(ctx, &events.JobEvent{JobID: p.JobID, Kind: events.KindPending, State: job.Queued, Reasons: p.Reasons,
+			Message: "not placed yet: " + last.Message}, "")
+		if last.Code == "deadline" {
+			// Every offer that passes the other filters finishes too
+			// late while some would not with capacity: someone may want
+			// to decide.
+			s.alert(ctx, events.SeverityCritical, "deadline-at-risk", p.JobID,
+				fmt.Sprintf("job %s can no longer meet its deadline where there is capacity now: %s", p.JobID, last.Message), nil, p.JobID+"-alert-deadline")
+		}
+	}
 }
 
 // codesHash hashes the kinds of pending reasons: a change of kind is
@@ -98,16 +163,4 @@ func codesHash(rs []job.PendingReason) uint64 {
 		h.Write([]byte{0})
 	}
 	return h.Sum64() | 1
-}
-
-// emit publishes a job event, logging (not failing) when it cannot: the
-// job's state is in the bucket either way.
-func (s *Scheduler) emit(ctx context.Context, ev *events.JobEvent, id string) {
-	var opts []events.PublishOption
-	if id != "" {
-		opts = append(opts, events.WithID(id))
-	}
-	if err := s.bus.Publish(ctx, events.JobEventsSubject(ev.JobID), ev, opts...); err != nil {
-		s.log.Warn("publishing job event", zap.String("job", ev.JobID), zap.String("event", ev.Kind), zap.Error(err))
-	}
 }

@@ -53,6 +53,9 @@ type Placement struct {
 type Pending struct {
 	JobID   string
 	Reasons []job.PendingReason
+	// Hopeless is set when no offer the job may use would meet its
+	// deadline even with capacity: waiting cannot help.
+	Hopeless bool
 }
 
 // Plan is a cycle's outcome. Carrying it out is the executor's business.
@@ -67,10 +70,43 @@ type Plan struct {
 // the cheapest; capacity taken by one job is not offered to the next. Jobs
 // left unplaced get the reasons every offer was rejected for.
 func Decide(s Snapshot) Plan {
+	plan, _ := decide(s, nil)
+	return plan
+}
+
+// MoveOption is where a running job would go, and what staying would cost.
+type MoveOption struct {
+	Placement
+	// Stay is the expected cost of finishing the work left where the job
+	// runs now, priced with the same model as the move (no start-up, no
+	// transfer: it is there already); zero when that offer is no longer in
+	// the book.
+	Stay money.Micros
+}
+
+// DecideMoves runs the placement pipeline for running jobs (each a
+// QueuedJob with the progress it has kept) and prices staying on the
+// offer each runs on (runningOn: job ID to offer ID) with the same model,
+// so a move is weighed against the cost of finishing the same work where
+// it is.
+func DecideMoves(s Snapshot, runningOn map[string]string) []MoveOption {
+	_, moves := decide(s, runningOn)
+	return moves
+}
+
+func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 	co := compileOffers(s.Offers, s.Now, s.Unavailable, s.Rates, s.Geography)
 	rules := &ruleCache{}
 	compiled := map[unique.Handle[Requirements]]*needs{}
+	var byID map[string]*compiledOffer
+	if runningOn != nil {
+		byID = make(map[string]*compiledOffer, len(co.all))
+		for i := range co.all {
+			byID[co.all[i].offer.ID()] = &co.all[i]
+		}
+	}
 	var plan Plan
+	var moves []MoveOption
 	for _, q := range s.Jobs {
 		nd, ok := compiled[q.Req]
 		if !ok {
@@ -85,7 +121,10 @@ func Decide(s Snapshot) Plan {
 			continue
 		}
 		if best == nil {
-			plan.Pending = append(plan.Pending, Pending{JobID: q.ID, Reasons: co.explain(cj, s.Now)})
+			if runningOn == nil {
+				reasons, hopeless := co.explain(cj, s.Now)
+				plan.Pending = append(plan.Pending, Pending{JobID: q.ID, Reasons: reasons, Hopeless: hopeless})
+			}
 			continue
 		}
 		if best.available > 0 {
@@ -95,9 +134,26 @@ func Decide(s Snapshot) Plan {
 		if best.offer.Purchase == providers.Spot {
 			p.MaxPrice = bidding.SpotMaxPrice(cj.maxPrice, *best.offer)
 		}
-		plan.Placements = append(plan.Placements, p)
+		if runningOn == nil {
+			plan.Placements = append(plan.Placements, p)
+			continue
+		}
+		m := MoveOption{Placement: p}
+		if cur := byID[runningOn[q.ID]]; cur != nil {
+			m.Stay = cj.stayEstimate(s.Now, cur, cj.runtime[cur.gpu]).Cost
+		}
+		moves = append(moves, m)
 	}
-	return plan
+	return plan, moves
+}
+
+// stayEstimate is the expected cost of finishing on the offer a job runs
+// on: like estimate, without the start-up and the checkpoint's move (it is
+// there already).
+func (cj *compiledJob) stayEstimate(now time.Time, o *compiledOffer, runtime time.Duration) bidding.Estimate {
+	in := bidding.RiskInput{Now: now, PricePerHour: o.price, Nodes: cj.nodes, Runtime: runtime, Changeover: o.startup,
+		InterruptionsPerHour: o.rate, Checkpoint: cj.ckpt, Provider: o.offer.Provider, Region: o.offer.Region}
+	return bidding.ExpectedCost(in).Estimate
 }
 
 // staticReason runs the filter stages whose answer does not change within
@@ -126,12 +182,15 @@ func (n *needs) staticReason(o *compiledOffer) reason {
 	return reasonNone
 }
 
-// dynamicReason runs the stages that change as the cycle places jobs.
-func dynamicReason(o *compiledOffer, nodes int) reason {
+// dynamicReason runs the stages that differ between jobs of the same
+// needs or change as the cycle places jobs.
+func (cj *compiledJob) dynamicReason(o *compiledOffer) reason {
 	switch {
-	case o.blocked:
+	case len(cj.q.Excluded) > 0 && o.excludedFor(cj.q.Excluded):
+		return reasonExcluded
+	case o.blocked, len(cj.q.Avoid) > 0 && o.excludedFor(cj.q.Avoid):
 		return reasonUnavailable
-	case o.available >= 0 && o.available < nodes:
+	case o.available >= 0 && o.available < cj.nodes:
 		return reasonCapacity
 	}
 	return reasonNone
@@ -159,7 +218,7 @@ func (co *compiledOffers) cheapest(cj *compiledJob, now time.Time, mask uint8) (
 			if bestCost != math.MaxInt64 && float64(o.price)*hours > float64(bestCost)*(1+1e-9)+1 {
 				break
 			}
-			if o.purchase&mask == 0 || cj.staticReason(o) != reasonNone || dynamicReason(o, cj.nodes) != reasonNone {
+			if o.purchase&mask == 0 || cj.staticReason(o) != reasonNone || cj.dynamicReason(o) != reasonNone {
 				continue
 			}
 			est := cj.estimate(now, o, runtime)

@@ -38,7 +38,7 @@ func Explain(s Snapshot, q *QueuedJob) []Verdict {
 			v := Verdict{Offer: *o.offer}
 			why := cj.staticReason(o)
 			if why == reasonNone {
-				why = dynamicReason(o, cj.nodes)
+				why = cj.dynamicReason(o)
 			}
 			if why == reasonNone {
 				v.Estimate = cj.estimate(s.Now, o, cj.runtime[gi])

@@ -1,10 +1,13 @@
 package scheduler
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spotwise/spotwise/money"
 )
 
 // Metrics counts what the scheduler does.
@@ -23,6 +26,56 @@ type Metrics struct {
 	checkpointRequests atomic.Int64
 	checkpointFailures atomic.Int64
 	moves              atomic.Int64
+	// forged counts events refused for an instance or attempt that is not
+	// the job's, even by the provider's own listing.
+	forged atomic.Int64
+	// deposedWrites counts writes refused because the lease term was over.
+	deposedWrites atomic.Int64
+	// overhead is spend on instances that belong to no job, in
+	// micro-dollars.
+	overhead atomic.Int64
+
+	verdictMu sync.Mutex
+	verdicts  map[[2]string]int64 // input, verdict
+}
+
+// verdict counts what the lifecycle made of an input.
+func (m *Metrics) verdict(input, verdict string) {
+	m.verdictMu.Lock()
+	defer m.verdictMu.Unlock()
+	if m.verdicts == nil {
+		m.verdicts = map[[2]string]int64{}
+	}
+	m.verdicts[[2]string{input, verdict}]++
+}
+
+// Verdicts returns how many inputs of each kind got each verdict
+// ("interruption/refused": 3).
+func (m *Metrics) Verdicts() map[string]int64 {
+	m.verdictMu.Lock()
+	defer m.verdictMu.Unlock()
+	out := make(map[string]int64, len(m.verdicts))
+	for k, v := range m.verdicts {
+		out[k[0]+"/"+k[1]] = v
+	}
+	return out
+}
+
+var verdictDesc = prometheus.NewDesc("spotwise_scheduler_events_total",
+	"Inputs to the job lifecycle, by kind and by what it made of them (accepted, duplicate, stale, refused, no-job).",
+	[]string{"input", "verdict"}, nil)
+
+// verdictCollector exports the verdict counts.
+type verdictCollector struct{ m *Metrics }
+
+func (c verdictCollector) Describe(ch chan<- *prometheus.Desc) { ch <- verdictDesc }
+
+func (c verdictCollector) Collect(ch chan<- prometheus.Metric) {
+	c.m.verdictMu.Lock()
+	defer c.m.verdictMu.Unlock()
+	for k, v := range c.m.verdicts {
+		ch <- prometheus.MustNewConstMetric(verdictDesc, prometheus.CounterValue, float64(v), k[0], k[1])
+	}
 }
 
 // Stats is a snapshot of the scheduler's counters.
@@ -41,6 +94,10 @@ type Stats struct {
 	CheckpointRequests int64         `json:"checkpoint_requests"`
 	CheckpointFailures int64         `json:"checkpoint_failures"`
 	Moves              int64         `json:"moves"`
+	Forged             int64         `json:"forged"`
+	DeposedWrites      int64         `json:"deposed_writes"`
+	// Overhead is spend on instances no job owns.
+	Overhead money.Micros `json:"overhead"`
 }
 
 // Stats returns the counters now.
@@ -53,7 +110,7 @@ func (m *Metrics) Stats() Stats {
 		LaunchErrors: m.launchErrors.Load(), Terminations: m.terminations.Load(), InstancesLost: m.instancesLost.Load(),
 		Finished: m.finished.Load(), Reconciles: m.reconciles.Load(), Orphans: m.orphans.Load(), Queued: m.queued.Load(),
 		Notices: m.notices.Load(), CheckpointRequests: m.checkpointRequests.Load(), CheckpointFailures: m.checkpointFailures.Load(),
-		Moves: m.moves.Load(),
+		Moves: m.moves.Load(), Forged: m.forged.Load(), DeposedWrites: m.deposedWrites.Load(), Overhead: money.Micros(m.overhead.Load()),
 	}
 }
 
@@ -78,6 +135,11 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 		counter("checkpoint_requests_total", "Checkpoint requests delivered to agents.", &m.checkpointRequests),
 		counter("checkpoint_failures_total", "Checkpoints that did not finish.", &m.checkpointFailures),
 		counter("moves_total", "Running jobs the scheduler chose to move (back to spot, or to cheaper capacity).", &m.moves),
+		counter("forged_events_total", "Events refused for an attempt or instance that is not the job's, even by the provider's own listing.", &m.forged),
+		counter("deposed_writes_total", "Job writes refused because this scheduler's lease term was over.", &m.deposedWrites),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "spotwise", Subsystem: "scheduler", Name: "overhead_usd_total",
+			Help: "Spend on instances no job owns (orphans), in US dollars."}, func() float64 { return money.Micros(m.overhead.Load()).Dollars() }),
+		verdictCollector{m},
 		gauge("queued_jobs", "Jobs waiting in the queue.", func() float64 { return float64(m.queued.Load()) }),
 		gauge("last_cycle_seconds", "Duration of the last scheduling cycle.", func() float64 { return time.Duration(m.lastCycle.Load()).Seconds() }),
 	} {

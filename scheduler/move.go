@@ -2,130 +2,52 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 	"unique"
 
 	"go.uber.org/zap"
 
-	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
 )
 
-// Voluntary moves: the scheduler moves a running job of its own accord,
-// to clearly cheaper capacity (arbitrage), back to spot from on-demand
-// when the deadline policy says so, or off capacity with a rebalance
-// recommendation for a job that asked. Unlike a
-// preemption nothing is being taken away, so nothing is rushed: the job
-// keeps running where it is while it checkpoints (state checkpointing,
-// its current attempt carrying a notice with no deadline), and only once
-// the checkpoint is stored is that capacity released and the job placed
-// again, resuming from it. A checkpoint that does not come leaves the job
-// where it was.
+// Voluntary moves: the scheduler moves a running job of its own accord, to
+// clearly cheaper capacity (arbitrage) or back to spot from on-demand when
+// the deadline policy says so. Nothing is being taken away, so nothing is
+// rushed: the job keeps running where it is while it checkpoints (state
+// checkpointing, its attempt carrying a notice without a deadline), and
+// only once the checkpoint is stored is that capacity released and the job
+// placed again, resuming from it. A checkpoint that does not come leaves
+// the job where it was (job.MoveTimeout).
 
+// Notice kinds of the scheduler's own moves.
 const (
-	// NoticeReturnToSpot is the notice kind of a move back to spot.
-	NoticeReturnToSpot = "return-to-spot"
-	// NoticeCheaper is the notice kind of a move to cheaper capacity.
-	NoticeCheaper = "cheaper"
-	// moveTimeout is how long a voluntary move waits for its checkpoint
-	// before it is given up.
-	moveTimeout = 10 * time.Minute
+	NoticeReturnToSpot = job.NoticeReturnToSpot
+	NoticeCheaper      = job.NoticeCheaper
 )
 
-// voluntary reports whether a notice is one of the scheduler's own moves
-// (or a rebalance recommendation): no capacity is going at a deadline.
-func voluntary(n *job.Notice) bool { return n != nil && n.Deadline.IsZero() }
+// ZoneCooldown is how long the zone of an interrupted instance is avoided
+// for replacements: a notice often comes in a wave across a zone.
+const ZoneCooldown = 10 * time.Minute
 
-// startMove asks the agent of a running job's current attempt for a
-// checkpoint to move on. It returns nil when the job is no longer running
-// that attempt, is already moving, or cannot checkpoint.
-func (s *Scheduler) startMove(ctx context.Context, id string, attempt int, kind, instance, msg string) (*job.Record, error) {
-	now := s.o.Clock.Now()
-	rec, err := s.modify(ctx, id, func(r *job.Record) error {
-		a := r.Status.Current
-		if a == nil || a.N != attempt || r.Status.State != job.Running || a.Notice != nil || r.Status.Previous != nil || r.Spec.Checkpoint.Disabled {
-			return errSkip
-		}
-		a.Notice = &job.Notice{Kind: kind, At: now, Instance: instance}
-		return r.MoveTo(job.Checkpointing, now, msg)
-	})
-	if err != nil || rec == nil {
-		return rec, err
-	}
-	s.requestCheckpoint(id, attempt, time.Time{}, kind)
-	return rec, nil
-}
-
-// moveCheckpointed ends a voluntary move whose checkpoint was stored (fn
-// of a record change, with r already holding the checkpoint): the attempt
-// is closed as moved and the job migrates. It returns the closed attempt,
-// or nil when r is not moving.
-func moveCheckpointed(r *job.Record, attempt int, now time.Time) (*job.Attempt, error) {
-	a := r.Status.Current
-	if a == nil || a.N != attempt || r.Status.State != job.Checkpointing || !voluntary(a.Notice) {
-		return nil, nil
-	}
-	closed := *a
-	r.Status.Progress = r.Status.Checkpoint.Progress
-	r.Replace()
-	r.EndPrevious(now, "moved")
-	return &closed, r.MoveTo(job.Migrating, now, fmt.Sprintf("checkpoint at %.0f%% stored; releasing %s and moving",
-		r.Status.Progress*100, closed.Placement.InstanceType))
-}
-
-// release terminates the instances of an attempt the job has moved off:
-// closed by a move, or under notice with its checkpoint stored (its
-// capacity is going anyway, and every minute of it until then is billed).
-func (s *Scheduler) release(ctx context.Context, id string, a *job.Attempt, why string) {
-	s.spawn(func() {
-		insts := s.liveInstances(ctx, a)
-		s.terminateAll(ctx, id, insts, why)
-		if len(insts) > 0 {
-			s.emit(ctx, &events.JobEvent{JobID: id, Kind: events.KindTerminated, State: job.Migrating, Attempt: a.N,
-				Message: "terminated " + joinIDs(idsOf(insts)) + " (" + why + ")"}, a.LaunchKey+"-terminated")
-		}
-	})
-}
-
-// reconcileMove repeats a voluntary move's checkpoint request (it may have
-// been lost), or gives the move up when the checkpoint has not come in
-// moveTimeout.
-func (s *Scheduler) reconcileMove(ctx context.Context, rec *job.Record) {
-	a := rec.Status.Current
-	if a == nil || rec.Status.State != job.Checkpointing || !voluntary(a.Notice) {
-		return
-	}
-	now := s.o.Clock.Now()
-	if now.Sub(a.Notice.At) < moveTimeout {
-		s.requestCheckpoint(rec.ID, a.N, time.Time{}, "repeat: "+a.Notice.Kind)
-		return
-	}
-	kind := a.Notice.Kind
-	msg := fmt.Sprintf("no checkpoint for the move (%s) in %s: staying", kind, human(moveTimeout))
-	got, err := s.modify(ctx, rec.ID, func(r *job.Record) error {
-		c := r.Status.Current
-		if c == nil || c.N != a.N || r.Status.State != job.Checkpointing || !voluntary(c.Notice) {
-			return errSkip
-		}
-		c.Notice = nil
-		return r.MoveTo(job.Running, now, msg)
-	})
-	if err != nil || got == nil {
-		return
-	}
-	s.emit(ctx, &events.JobEvent{JobID: rec.ID, Kind: events.KindMove, State: job.Running, Attempt: a.N, Message: msg},
-		fmt.Sprintf("%s-move-given-up-%d", a.LaunchKey, a.Notice.At.UnixNano()))
-	s.checkpointFailed(ctx, got, a.N, "no checkpoint for the move in "+human(moveTimeout))
+// move is a decision to move a running job.
+type move struct {
+	id      string
+	attempt int
+	kind    string
+	msg     string
+	from    string
+	to      string
+	expect  money.Micros
+	staying money.Micros
 }
 
 // policyRun reports whether a job's capacity is the deadline policy's to
 // choose: purchase auto with a deadline.
 func policyRun(r *job.Record) bool {
-	return r.Spec.Purchase == job.PurchaseAuto && !r.Status.DeadlineAt.IsZero()
+	return r.Spec.Purchase == job.PurchaseAuto && !r.Status.DeadlineAt.IsZero() && !r.Status.DeadlineMissed
 }
 
 // moveCandidate reports whether a running job may be moved of the
@@ -133,12 +55,12 @@ func policyRun(r *job.Record) bool {
 // that is not reserved (an idle reservation is paid for anyway), and can
 // checkpoint. A job the deadline policy sent to on-demand is asked about
 // at once (the policy has its own hysteresis); any other job once it has
-// run MinStay where it is, and only with arbitrage on (considerMoves also
+// run MinStay where it is, and only with arbitrage on (decideMoves also
 // wants it to have MinStay of work left).
 func (s *Scheduler) moveCandidate(r *job.Record, now time.Time) bool {
 	a := r.Status.Current
 	if r.Status.State != job.Running || a == nil || a.Notice != nil || r.Status.Previous != nil || a.RunningAt.IsZero() ||
-		r.Spec.Checkpoint.Disabled || a.Placement.Purchase == string(providers.Reserved) {
+		a.Released() || r.Spec.Checkpoint.Disabled || a.Placement.Purchase == string(providers.Reserved) {
 		return false
 	}
 	if policyRun(r) && a.Placement.Purchase == string(providers.OnDemand) {
@@ -147,7 +69,7 @@ func (s *Scheduler) moveCandidate(r *job.Record, now time.Time) bool {
 	return !s.o.Arbitrage.Off && now.Sub(a.RunningAt) >= s.o.Arbitrage.MinStay
 }
 
-// considerMoves looks for clearly cheaper capacity for running jobs, with
+// decideMoves looks for clearly cheaper capacity for running jobs, with
 // the placement pipeline the queue uses. A job the deadline policy put on
 // on-demand asks the policy, the same way `spotwise simulate` asks it
 // every step, and goes when it says spot; a policy job on spot looks at
@@ -155,16 +77,18 @@ func (s *Scheduler) moveCandidate(r *job.Record, now time.Time) bool {
 // finishing elsewhere, the move included (the checkpoint's time where it
 // runs, the new capacity's start-up, moving the checkpoint, the risk of
 // interruptions there), is expected to cost at most (1 - Saving) of
-// finishing where it is. Called from the cycle, over the candidates the
-// last reconciliation found.
-func (s *Scheduler) considerMoves(ctx context.Context, snap Snapshot, recs []*job.Record) {
+// finishing the same work where it is, priced by the same model. It never
+// moves to an offer of the same GPU type that costs as much or more per
+// hour.
+func (s *Scheduler) decideMoves(snap Snapshot, recs []*job.Record) []move {
 	byID := make(map[string]*job.Record, len(recs))
+	runningOn := make(map[string]string, len(recs))
 	snap.Jobs = make([]*QueuedJob, 0, len(recs))
 	for _, r := range recs {
-		c := r.Clone()
-		c.Replace() // its checkpoint is written where it runs now
-		req := RequirementsOf(c)
 		a := r.Status.Current
+		c := r.Clone()
+		c.Status.Previous, c.Status.Current = c.Status.Current, nil // its checkpoint is written where it runs now
+		req := RequirementsOf(c)
 		var odSince time.Time
 		if policyRun(r) {
 			if a.Placement.Purchase == string(providers.OnDemand) {
@@ -176,55 +100,58 @@ func (s *Scheduler) considerMoves(ctx context.Context, snap Snapshot, recs []*jo
 			}
 		}
 		byID[r.ID] = r
-		snap.Jobs = append(snap.Jobs, &QueuedJob{ID: r.ID, Priority: r.Spec.Prio(), SubmittedAt: r.Status.SubmittedAt,
-			DeadlineAt: r.Status.DeadlineAt, Progress: r.Status.Progress, Req: req, OnDemandSince: odSince})
+		runningOn[r.ID] = a.Placement.OfferID
+		q := queuedJob(r)
+		q.Req, q.OnDemandSince = req, odSince
+		snap.Jobs = append(snap.Jobs, q)
 	}
-	plan := Decide(snap)
-	for _, p := range plan.Placements {
+	var out []move
+	for _, p := range DecideMoves(snap, runningOn) {
 		r := byID[p.JobID]
-		if r == nil {
-			continue
-		}
 		a := r.Status.Current
-		returning := policyRun(r) && a.Placement.Purchase == string(providers.OnDemand)
+		cur := a.Placement
+		returning := policyRun(r) && cur.Purchase == string(providers.OnDemand)
 		switch {
-		case p.Offer.ID() == a.Placement.OfferID:
+		case p.Offer.ID() == cur.OfferID:
 			continue // the best place is where it is
 		case returning && p.Offer.Purchase != providers.Spot:
 			continue // the policy keeps it on on-demand
 		case !returning && p.Estimate.Runtime < s.o.Arbitrage.MinStay:
 			continue // too little left to be worth a move for price
+		case p.Offer.GPU == cur.GPU && p.Offer.Price >= cur.PricePerHour:
+			continue // the same GPU for as much or more: nothing to gain
 		}
-		stay := stayCost(a, r.Status.Progress)
-		move := p.Estimate.Cost + a.Placement.HourlyCost().ForDuration(r.Spec.Checkpoint.Duration.D())
-		if stay <= 0 || float64(move) > (1-s.o.Arbitrage.Saving)*float64(stay) {
+		stay := p.Stay
+		if stay <= 0 {
+			stay = stayCost(a, r.Status.Progress)
+		}
+		expect := p.Estimate.Cost + cur.HourlyCost().ForDuration(ckptTime(r))
+		if stay <= 0 || float64(expect) > (1-s.o.Arbitrage.Saving)*float64(stay) {
 			continue
 		}
 		kind, why := NoticeCheaper, "a clearly cheaper place"
 		if returning {
 			kind, why = NoticeReturnToSpot, "spot is back"
 		}
-		msg := fmt.Sprintf("%s: moving from %s %s in %s (%s/h) to %s %s in %s (%s/h), about %s to finish (the move included) instead of %s; checkpointing first",
-			why, a.Placement.InstanceType, a.Placement.Purchase, a.Placement.Zone, a.Placement.PricePerHour.Human(),
-			p.Offer.InstanceType, p.Offer.Purchase, p.Offer.Zone, p.Offer.Price.Human(), move.Human(), stay.Human())
-		rec, err := s.startMove(ctx, r.ID, a.N, kind, "", msg)
-		if err != nil {
-			s.log.Warn("moving a running job", zap.String("job", r.ID), zap.Error(err))
-			continue
-		}
-		if rec == nil {
-			continue
-		}
-		s.metrics.moves.Add(1)
-		s.log.Info("moving running job", zap.String("job", r.ID), zap.String("why", kind), zap.String("from", a.Placement.OfferID),
-			zap.String("to", p.Offer.ID()), zap.Stringer("expected", move), zap.Stringer("staying", stay))
-		s.emit(ctx, &events.JobEvent{JobID: r.ID, Kind: events.KindMove, State: job.Checkpointing, Attempt: a.N, Progress: r.Status.Progress,
-			Placement: &a.Placement, Message: msg}, a.LaunchKey+"-move")
+		msg := fmt.Sprintf("%s: moving from %s %s in %s (%s/h) to %s %s in %s (%s/h), about %s to finish the work left (the move included) instead of %s; checkpointing first",
+			why, cur.InstanceType, cur.Purchase, cur.Zone, cur.PricePerHour.Human(),
+			p.Offer.InstanceType, p.Offer.Purchase, p.Offer.Zone, p.Offer.Price.Human(), expect.Human(), stay.Human())
+		out = append(out, move{id: r.ID, attempt: a.N, kind: kind, msg: msg, from: cur.OfferID, to: p.Offer.ID(), expect: expect, staying: stay})
 	}
+	return out
+}
+
+// ckptTime is how long the job's checkpoint takes where it runs.
+func ckptTime(r *job.Record) time.Duration {
+	if d := r.Spec.Checkpoint.Duration.D(); d > 0 {
+		return d
+	}
+	return DefaultCheckpointTime
 }
 
 // stayCost is what finishing on an attempt's capacity is expected to cost
-// from progress on: its estimated runtime scaled to the work left.
+// from progress on, from its placement's estimate (when its offer is no
+// longer in the book to price it).
 func stayCost(a *job.Attempt, progress float64) money.Micros {
 	if a.StartProgress >= 1 || progress >= 1 {
 		return 0
@@ -233,43 +160,38 @@ func stayCost(a *job.Attempt, progress float64) money.Micros {
 	return a.Placement.HourlyCost().ForDuration(left)
 }
 
-// rebalance acts on a rebalance recommendation: a job that asked to move
-// on one checkpoints and moves, with the offer and, for a while, its zone
-// out of the running; for the others it is only recorded.
-func (s *Scheduler) rebalance(ctx context.Context, in providers.Instance) error {
-	rec, _, err := s.jobs.Get(ctx, in.JobID)
-	if errors.Is(err, events.ErrNotFound) {
-		return nil
-	}
+// startMove asks the lifecycle to move a running job.
+func (s *Scheduler) startMove(ctx context.Context, m move) {
+	_, res, err := s.apply(ctx, m.id, job.StartMove{Attempt: m.attempt, Kind: m.kind, Message: m.msg})
 	if err != nil {
-		return err
+		s.log.Warn("moving a running job", zap.String("job", m.id), zap.Error(err))
+		return
 	}
-	a := rec.Status.Current
-	if a == nil || a.LaunchKey != in.IdempotencyKey || rec.Status.State.Terminal() {
-		s.log.Info("rebalance for an instance no current attempt owns; dropped", zap.String("job", in.JobID), zap.String("instance", in.ID))
-		return nil
+	if !res.Changed() {
+		return
 	}
-	stays := ""
-	switch {
-	case !rec.Spec.Checkpoint.MoveOnRebalance:
-		stays = "move_on_rebalance is off"
-	case rec.Spec.Checkpoint.Disabled:
-		stays = "it cannot checkpoint, and moving would lose all its work"
+	s.metrics.moves.Add(1)
+	s.log.Info("moving running job", zap.String("job", m.id), zap.String("why", m.kind), zap.String("from", m.from),
+		zap.String("to", m.to), zap.Stringer("expected", m.expect), zap.Stringer("staying", m.staying))
+}
+
+// release lets a finished job's capacity go (it was cancelled, or it
+// ended while an attempt was still held): its attempts are reconciled
+// with what their providers list, which terminates what is live and closes
+// what is gone.
+func (s *Scheduler) release(ctx context.Context, id string) {
+	rec, _, err := s.jobs.Get(ctx, id)
+	if err != nil {
+		return
 	}
-	if stays != "" {
-		s.emit(ctx, &events.JobEvent{JobID: rec.ID, Kind: events.KindRebalance, State: rec.Status.State, Attempt: a.N,
-			Message: fmt.Sprintf("rebalance recommended for %s (the job stays: %s)", in.ID, stays)}, in.ID+"-rebalance")
-		return nil
+	for _, a := range []*job.Attempt{rec.Status.Current, rec.Status.Previous} {
+		if a == nil {
+			continue
+		}
+		if obs, ok := s.observe(ctx, a.Placement.Provider, a.LaunchKey); ok {
+			if _, _, err := s.apply(ctx, id, obs); err != nil {
+				s.log.Warn("releasing a finished job's capacity", zap.String("job", id), zap.Error(err))
+			}
+		}
 	}
-	msg := fmt.Sprintf("rebalance recommended for %s: checkpointing, then moving", in.ID)
-	got, err := s.startMove(ctx, rec.ID, a.N, string(providers.EventRebalance), in.ID, msg)
-	if err != nil || got == nil {
-		return err
-	}
-	now := s.o.Clock.Now()
-	s.book.markUnavailable(a.Placement.OfferID, now.Add(s.o.UnavailableFor))
-	s.book.markUnavailable(zoneKey(a.Placement.Provider, a.Placement.Zone), now.Add(ZoneCooldown))
-	s.emit(ctx, &events.JobEvent{JobID: rec.ID, Kind: events.KindRebalance, State: job.Checkpointing, Attempt: a.N, Placement: &a.Placement,
-		Progress: got.Status.Progress, Message: msg}, in.ID+"-rebalance")
-	return nil
 }

@@ -131,7 +131,7 @@ func (co *compiledOffers) policyState(cj *compiledJob, s Snapshot, spot, od *com
 			zones = append(zones, nil)
 		}
 		// Offers come cheapest first: the first usable one is the zone's.
-		if zones[i] == nil && dynamicReason(o, cj.nodes) == reasonNone {
+		if zones[i] == nil && cj.dynamicReason(o) == reasonNone {
 			zones[i] = o
 			st.Zones[i].Available = true
 			st.Zones[i].Price = o.price
@@ -169,9 +169,13 @@ func (w *zoneWatch) observe(offers []providers.Offer, unavailable map[string]tim
 		if o.Purchase != providers.Spot {
 			continue
 		}
-		_, blocked := unavailable[o.ID()]
-		if _, z := unavailable[zoneKey(o.Provider, o.Zone)]; z {
-			blocked = true
+		blocked := false
+		if len(unavailable) > 0 {
+			for _, k := range providers.ScopeKeys(*o) {
+				if _, ok := unavailable[k]; ok {
+					blocked = true
+				}
+			}
 		}
 		avail := !blocked && o.Available != 0 && o.Capacity != providers.CapacityNone
 		k := ZoneKey{o.Provider, o.Zone, o.GPU}

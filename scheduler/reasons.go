@@ -24,6 +24,7 @@ const (
 	reasonRegion
 	reasonPurchase
 	reasonMaxPrice
+	reasonExcluded
 	reasonUnavailable
 	reasonCapacity
 	reasonDeadline
@@ -39,6 +40,7 @@ var reasonCodes = [numReasons]string{
 	reasonRegion:      "region",
 	reasonPurchase:    "purchase",
 	reasonMaxPrice:    "max-price",
+	reasonExcluded:    "excluded",
 	reasonUnavailable: "unavailable",
 	reasonCapacity:    "capacity",
 	reasonDeadline:    "deadline",
@@ -76,30 +78,49 @@ func (n *needs) staticScan(co *compiledOffers) {
 // explain counts what rejected each offer for a job that could not be
 // placed, keeping the nearest miss for the messages. The static part is
 // shared by every job with the same needs; only the candidates are looked
-// at per job.
-func (co *compiledOffers) explain(cj *compiledJob, now time.Time) []job.PendingReason {
+// at per job. hopeless is set for a job with a deadline that no offer it
+// may use would meet even with capacity.
+func (co *compiledOffers) explain(cj *compiledJob, now time.Time) (reasons []job.PendingReason, hopeless bool) {
 	if len(co.all) == 0 {
-		return []job.PendingReason{{Code: "no-offers", Message: "no offers are known yet: waiting for price feeds"}}
+		return []job.PendingReason{{Code: "no-offers", Message: "no offers are known yet: waiting for price feeds"}}, false
 	}
 	cj.staticScan(co)
 	counts := cj.static
 	var earliest time.Time
+	hopeful := cj.deadline.IsZero()
 	for gi, cands := range cj.cands {
 		for _, o := range cands {
-			r := dynamicReason(o, cj.nodes)
-			if r == reasonNone {
+			r := cj.dynamicReason(o)
+			if r == reasonNone || (!hopeful && r != reasonExcluded) {
 				est := cj.estimate(now, o, cj.runtime[gi])
-				if bidding.MeetsDeadline(est, cj.deadline) {
-					continue // feasible: placed by a later cycle once capacity frees up
-				}
-				r = reasonDeadline
-				if earliest.IsZero() || est.Finish.Before(earliest) {
-					earliest = est.Finish
+				meets := bidding.MeetsDeadline(est, cj.deadline)
+				hopeful = hopeful || meets
+				if r == reasonNone {
+					if meets {
+						continue // feasible: placed by a later cycle once capacity frees up
+					}
+					r = reasonDeadline
+					if earliest.IsZero() || est.Finish.Before(earliest) {
+						earliest = est.Finish
+					}
 				}
 			}
 			counts[r]++
 		}
 	}
+	// Hopeless: the deadline has passed, or there are offers the job may
+	// use and none of them would finish in time even with capacity (with
+	// none at all, the offers it needs may not be known yet).
+	candidates := 0
+	for _, c := range cj.cands {
+		candidates += len(c)
+	}
+	hopeless = !hopeful && cj.err == "" && (!now.Before(cj.deadline) || candidates > counts[reasonExcluded])
+	return co.reasonList(cj, counts, earliest), hopeless
+}
+
+// reasonList turns the counts into reasons, cheapest filter first.
+func (co *compiledOffers) reasonList(cj *compiledJob, counts [numReasons]int, earliest time.Time) []job.PendingReason {
 	if counts == cj.static && cj.staticOnly != nil {
 		// Only the shared static filters rejected offers: every job with
 		// these needs has the same reasons, so they share one list.
@@ -155,8 +176,10 @@ func (cj *compiledJob) message(r reason, n int, cheapestOver money.Micros, earli
 		return fmt.Sprintf("%s are not allowed by the job's purchase policy %q", offers, cj.purchase)
 	case reasonMaxPrice:
 		return fmt.Sprintf("%s cost more than the max price of %s/h (the cheapest of them costs %s/h)", offers, cj.maxPrice.Human(), cheapestOver.Human())
+	case reasonExcluded:
+		return fmt.Sprintf("%s were refused for this job by their provider (%s)", offers, cj.exclusionReasons())
 	case reasonUnavailable:
-		return fmt.Sprintf("%s are marked unavailable after a launch failed for lack of capacity", offers)
+		return fmt.Sprintf("%s are marked unavailable after a launch failed for lack of capacity, or a notice", offers)
 	case reasonCapacity:
 		return fmt.Sprintf("%s have no capacity left for %s", offers, plural(cj.nodes, "instance"))
 	case reasonDeadline:
@@ -164,6 +187,14 @@ func (cj *compiledJob) message(r reason, n int, cheapestOver money.Micros, earli
 			offers, cj.deadline.UTC().Format(time.RFC3339), earliest.UTC().Format(time.RFC3339), human(earliest.Sub(cj.deadline)))
 	}
 	return offers
+}
+
+// exclusionReasons says why the job's exclusions are there.
+func (cj *compiledJob) exclusionReasons() string {
+	if len(cj.q.ExcludedWhy) == 0 {
+		return strings.Join(cj.q.Excluded, "; ")
+	}
+	return strings.Join(cj.q.ExcludedWhy, "; ")
 }
 
 func plural(n int, word string) string {

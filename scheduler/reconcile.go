@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -9,19 +10,20 @@ import (
 
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
 )
 
 // reconcile compares what the job-state bucket says with what the clouds
 // run and repairs the difference, so that a missed event or a crash at any
-// point heals:
-//   - a placing job whose instances exist gets them recorded; one whose
-//     instances do not exist is launched again with the same key (which
-//     buys nothing if the first launch did go through);
-//   - an active job whose instances are all gone is requeued;
-//   - a finished job still holding an attempt is cleaned up;
-//   - an instance no active attempt owns is terminated;
-//   - every queued job is looked at again.
+// point heals. Each live attempt gets what its provider lists for its
+// launch key (job.Observed): instances the record missed are recorded,
+// ends it missed are billed, a launch that never happened is asked again
+// with the same key, a release, a checkpoint request or a replacement's
+// start is repeated. An instance no live attempt owns is billed to the
+// ended attempt it belongs to and terminated; one that belongs to no job
+// at all is terminated and its cost recorded as overhead. Every queued
+// job is looked at again.
 func (s *Scheduler) reconcile(ctx context.Context) {
 	if !s.recMu.TryLock() {
 		return
@@ -37,7 +39,7 @@ func (s *Scheduler) reconcile(ctx context.Context) {
 	s.mu.Lock()
 	var ids []string
 	for id, e := range s.index {
-		if !e.inflight && (e.state.Active() || (e.state.Terminal() && e.hasCurrent)) {
+		if !e.inflight && (e.state.Active() || e.open) {
 			ids = append(ids, id)
 		}
 	}
@@ -48,10 +50,7 @@ func (s *Scheduler) reconcile(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		keys, rec := s.reconcileJob(ctx, id, byKey)
-		for _, key := range keys {
-			owned[key] = true
-		}
+		rec := s.reconcileJob(ctx, id, byKey, owned)
 		if rec != nil && s.moveCandidate(rec, s.o.Clock.Now()) {
 			moves = append(moves, rec)
 		}
@@ -64,7 +63,7 @@ func (s *Scheduler) reconcile(ctx context.Context) {
 	s.book.bump()
 	s.kick()
 	s.metrics.reconciles.Add(1)
-	s.log.Debug("reconciled", zap.Int("active", len(ids)), zap.Duration("took", time.Since(start)))
+	s.log.Debug("reconciled", zap.Int("jobs", len(ids)), zap.Duration("took", time.Since(start)))
 }
 
 // listInstances lists every cloud's instances once (several provider
@@ -89,11 +88,20 @@ func (s *Scheduler) listInstances(ctx context.Context) (map[string][]providers.I
 	return byKey, true
 }
 
-// reconcileJob repairs one job and returns the launch keys it legitimately
-// holds, and the record as it was read.
-func (s *Scheduler) reconcileJob(ctx context.Context, id string, byKey map[string][]providers.Instance) ([]string, *job.Record) {
+// observed is what a listing says of one launch key.
+func observed(key string, insts []providers.Instance) job.Observed {
+	obs := job.Observed{Key: key}
+	for _, in := range insts {
+		obs.Instances = append(obs.Instances, instanceOf(in))
+	}
+	return obs
+}
+
+// reconcileJob reconciles one job's live attempts and marks their keys
+// owned; it returns the record as it was read.
+func (s *Scheduler) reconcileJob(ctx context.Context, id string, byKey map[string][]providers.Instance, owned map[string]bool) *job.Record {
 	if !s.claim(id) {
-		return nil, nil
+		return nil
 	}
 	defer s.done(id)
 	rec, _, err := s.jobs.Get(ctx, id)
@@ -101,99 +109,18 @@ func (s *Scheduler) reconcileJob(ctx context.Context, id string, byKey map[strin
 		if !errors.Is(err, events.ErrNotFound) {
 			s.log.Warn("reconcile: reading job", zap.String("job", id), zap.Error(err))
 		}
-		return nil, nil
+		return nil
 	}
-	if rec.Status.State.Terminal() {
-		s.cleanup(ctx, id)
-		return nil, nil
-	}
-	var owned []string
-	if p := rec.Status.Previous; p != nil {
-		if s.reconcilePrevious(ctx, rec, p, byKey) {
-			owned = append(owned, p.LaunchKey)
+	for _, a := range []*job.Attempt{rec.Status.Previous, rec.Status.Current} {
+		if a == nil {
+			continue
+		}
+		owned[a.LaunchKey] = true
+		if _, _, err := s.apply(ctx, id, observed(a.LaunchKey, byKey[a.LaunchKey])); err != nil {
+			s.log.Warn("reconcile", zap.String("job", id), zap.Error(err))
 		}
 	}
-	if key := s.reconcileCurrent(ctx, rec, byKey); key != "" {
-		owned = append(owned, key)
-		s.reconcileMove(ctx, rec)
-	}
-	return owned, rec
-}
-
-// splitByState sorts an attempt's instances into live and ended.
-func splitByState(byKey map[string][]providers.Instance, key string) (live, ended []providers.Instance) {
-	for _, in := range byKey[key] {
-		if in.State.Ended() {
-			ended = append(ended, in)
-		} else {
-			live = append(live, in)
-		}
-	}
-	return live, ended
-}
-
-// reconcilePrevious looks after an attempt being replaced: once its
-// capacity is gone it is closed; while its notice runs, the checkpoint
-// request is repeated (it may have been lost in a restart). It reports
-// whether the attempt still holds capacity.
-func (s *Scheduler) reconcilePrevious(ctx context.Context, rec *job.Record, p *job.Attempt, byKey map[string][]providers.Instance) bool {
-	live, ended := splitByState(byKey, p.LaunchKey)
-	if len(live) == 0 {
-		reason := "capacity reclaimed"
-		if len(ended) > 0 && ended[0].Reason != "" {
-			reason = ended[0].Reason
-		}
-		if err := s.instanceLost(ctx, rec.ID, p.LaunchKey, p.Instances, reason); err != nil {
-			s.log.Warn("reconcile: closing a replaced attempt", zap.String("job", rec.ID), zap.Error(err))
-		}
-		return false
-	}
-	if rec.Status.State == job.Checkpointing && p.Notice != nil && p.Notice.Deadline.After(s.o.Clock.Now()) {
-		s.requestCheckpoint(rec.ID, p.N, p.Notice.Deadline, "repeat: "+p.Notice.Kind)
-	}
-	return true
-}
-
-// reconcileCurrent repairs the current attempt and returns its key if it
-// legitimately holds capacity.
-func (s *Scheduler) reconcileCurrent(ctx context.Context, rec *job.Record, byKey map[string][]providers.Instance) string {
-	id := rec.ID
-	a := rec.Status.Current
-	if a == nil {
-		return ""
-	}
-	live, ended := splitByState(byKey, a.LaunchKey)
-	placing := rec.Status.State == job.Placing || (len(a.Running) < max(1, a.Placement.Nodes) && rec.Status.State != job.Running)
-	switch {
-	case len(live) == 0 && len(ended) > 0:
-		reason := ended[0].Reason
-		if reason == "" {
-			reason = "instance ended"
-		}
-		if err := s.instanceLost(ctx, id, a.LaunchKey, idsOf(ended), reason); err != nil {
-			s.log.Warn("reconcile: requeueing job", zap.String("job", id), zap.Error(err))
-		}
-		return ""
-	case placing && len(live) == 0:
-		s.log.Info("reconcile: launching again with the same key", zap.String("job", id), zap.String("key", a.LaunchKey))
-		s.launch(ctx, rec)
-		return a.LaunchKey
-	case placing && len(live)+len(ended) < max(1, a.Placement.Nodes):
-		// Some nodes of the launch are missing (a crash inside the
-		// provider's launch): asking again with the key completes it.
-		s.log.Info("reconcile: completing a partial launch", zap.String("job", id), zap.String("key", a.LaunchKey), zap.Int("found", len(live)+len(ended)))
-		s.launch(ctx, rec)
-		return a.LaunchKey
-	case placing:
-		s.launched(ctx, id, a.N, live)
-		return a.LaunchKey
-	case len(live) == 0:
-		if err := s.instanceLost(ctx, id, a.LaunchKey, a.Instances, "instance not found at the provider"); err != nil {
-			s.log.Warn("reconcile: requeueing job", zap.String("job", id), zap.Error(err))
-		}
-		return ""
-	}
-	return a.LaunchKey
+	return rec
 }
 
 // claim marks a job in flight for a reconciliation step; false if some
@@ -209,35 +136,131 @@ func (s *Scheduler) claim(id string) bool {
 	return true
 }
 
-// collectOrphans terminates live instances that no current attempt owns,
-// after checking the bucket (not the possibly lagging index) for each.
+// collectOrphans deals with instances no live attempt owns. Those of an
+// attempt that has ended (a launch that came back late, a release whose
+// end was not seen) are billed to that attempt, and terminated if live,
+// through its lifecycle; those of no job are terminated, and their cost
+// recorded as overhead once they have ended. The bucket, not the possibly
+// lagging index, decides.
 func (s *Scheduler) collectOrphans(ctx context.Context, byKey map[string][]providers.Instance, owned map[string]bool) {
 	for key, insts := range byKey {
-		if owned[key] {
+		if owned[key] || s.settledKey(key, insts) {
 			continue
 		}
-		var live []providers.Instance
-		for _, in := range insts {
-			if !in.State.Ended() {
-				live = append(live, in)
-			}
-		}
-		if len(live) == 0 {
-			continue
-		}
-		jobID := live[0].JobID
-		if jobID != "" && job.ValidID(jobID) {
+		jobID := insts[0].JobID
+		if job.ValidID(jobID) {
 			rec, _, err := s.jobs.Get(ctx, jobID)
 			if err != nil && !errors.Is(err, events.ErrNotFound) {
 				continue // cannot tell: leave it for the next round
 			}
-			if err == nil && !rec.Status.State.Terminal() && ((rec.Status.Current != nil && rec.Status.Current.LaunchKey == key) ||
-				(rec.Status.Previous != nil && rec.Status.Previous.LaunchKey == key)) {
-				continue
+			if err == nil && hasAttempt(rec, key) {
+				if _, res, err := s.apply(ctx, jobID, observed(key, insts)); err == nil && res.Verdict != job.Refused {
+					s.settle(key, insts)
+					continue
+				}
 			}
 		}
-		s.metrics.orphans.Add(int64(len(live)))
-		s.log.Warn("terminating orphaned instances", zap.String("job", jobID), zap.String("key", key), zap.Int("instances", len(live)))
-		s.terminateAll(ctx, jobID, live, "no active attempt owns it")
+		s.orphans(ctx, key, insts)
 	}
+}
+
+// hasAttempt reports whether a record knows a launch key.
+func hasAttempt(r *job.Record, key string) bool {
+	for _, a := range []*job.Attempt{r.Status.Current, r.Status.Previous} {
+		if a != nil && a.LaunchKey == key {
+			return true
+		}
+	}
+	for i := range r.Status.Attempts {
+		if r.Status.Attempts[i].LaunchKey == key {
+			return true
+		}
+	}
+	return false
+}
+
+// orphans terminates the live instances of a key that belongs to no job
+// and records the cost of those that ended as overhead, once each.
+func (s *Scheduler) orphans(ctx context.Context, key string, insts []providers.Instance) {
+	var live []string
+	done := true
+	for _, in := range insts {
+		if !in.State.Ended() {
+			live = append(live, in.ID)
+			done = false
+			continue
+		}
+		s.recordOverhead(ctx, in)
+	}
+	if len(live) > 0 {
+		s.metrics.orphans.Add(int64(len(live)))
+		s.log.Warn("terminating instances no job owns", zap.String("job", insts[0].JobID), zap.String("key", key), zap.Int("instances", len(live)))
+		s.terminate(ctx, insts[0].JobID, job.Terminate{Key: key, Instances: live, Provider: insts[0].Provider, Why: "no job owns it"})
+	}
+	if done {
+		s.settle(key, insts)
+	}
+}
+
+// Overhead is spend on an instance that belongs to no job: billed to
+// nobody, recorded so that it is not lost.
+type Overhead struct {
+	Instance string       `json:"instance"`
+	Key      string       `json:"key"`
+	JobID    string       `json:"job_id,omitempty"`
+	Provider string       `json:"provider"`
+	Region   string       `json:"region"`
+	From     time.Time    `json:"from"`
+	To       time.Time    `json:"to"`
+	Cost     money.Micros `json:"cost"`
+}
+
+// overheadPrefix starts the meta-bucket key of a recorded overhead.
+const overheadPrefix = "overhead."
+
+// recordOverhead records an orphan's cost once (the key de-duplicates).
+func (s *Scheduler) recordOverhead(ctx context.Context, in providers.Instance) {
+	end := in.EndedAt
+	if end.IsZero() || !end.After(in.LaunchedAt) {
+		return
+	}
+	o := Overhead{Instance: in.ID, Key: in.IdempotencyKey, JobID: in.JobID, Provider: in.Provider, Region: in.Region,
+		From: in.LaunchedAt, To: end, Cost: in.Price.ForDuration(end.Sub(in.LaunchedAt))}
+	b, _ := json.Marshal(o)
+	if _, err := s.bus.Meta().Create(ctx, overheadPrefix+in.ID, b); err != nil {
+		if !errors.Is(err, events.ErrExists) {
+			s.log.Warn("recording overhead", zap.String("instance", in.ID), zap.Error(err))
+		}
+		return
+	}
+	s.metrics.overhead.Add(int64(o.Cost))
+	s.log.Warn("spend on an instance no job owns", zap.String("instance", in.ID), zap.String("key", in.IdempotencyKey), zap.Stringer("cost", o.Cost))
+}
+
+// settledKey reports whether a key of ended instances was dealt with
+// already (its listing has not changed since): old keys are not read
+// again every round.
+func (s *Scheduler) settledKey(key string, insts []providers.Instance) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.settled[key]
+	return ok && n == len(insts) && allEnded(insts)
+}
+
+func (s *Scheduler) settle(key string, insts []providers.Instance) {
+	if !allEnded(insts) {
+		return
+	}
+	s.mu.Lock()
+	s.settled[key] = len(insts)
+	s.mu.Unlock()
+}
+
+func allEnded(insts []providers.Instance) bool {
+	for _, in := range insts {
+		if !in.State.Ended() {
+			return false
+		}
+	}
+	return true
 }

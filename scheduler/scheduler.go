@@ -3,8 +3,6 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,9 +46,22 @@ type Options struct {
 	// Arbitrage tunes the moves of running jobs to cheaper capacity.
 	Arbitrage Arbitrage
 	// LaunchRetries is how often a launch that failed for a transient
-	// reason is retried before the job waits for the next reconciliation
-	// (default 3).
+	// reason is retried at once before the job waits for the next
+	// reconciliation (default 3).
 	LaunchRetries int
+	// LaunchTries is how many launches of one attempt may end with an
+	// unknown outcome before the attempt is given up (default 5).
+	LaunchTries int
+	// CheckpointRoot is where jobs' checkpoints are stored by default
+	// (the server's store): a checkpoint reported outside a job's
+	// location is refused.
+	CheckpointRoot string
+	// Term is the scheduler lease term this scheduler holds; every write
+	// carries it, and a record written by a newer term is not written
+	// again. LeaseValid says whether the lease is still held (nil:
+	// always). Zero: no lease (a scheduler of its own).
+	Term       int64
+	LeaseValid func() bool
 	// Metrics receives the counters; successive schedulers of one server
 	// (one per lease term) share it. Nil makes a private one.
 	Metrics *Metrics
@@ -80,6 +91,9 @@ func (o *Options) defaults() {
 	}
 	if o.LaunchRetries == 0 {
 		o.LaunchRetries = 3
+	}
+	if o.LaunchTries == 0 {
+		o.LaunchTries = 5
 	}
 	if o.Metrics == nil {
 		o.Metrics = &Metrics{}
@@ -123,7 +137,8 @@ const (
 // missed event heals.
 type Scheduler struct {
 	bus  *events.Bus
-	jobs *events.JobStore
+	jobs jobStore
+	pub  publisher
 	o    Options
 	log  *zap.Logger
 	book *book
@@ -133,7 +148,12 @@ type Scheduler struct {
 	q     queue
 	// moves are the running jobs the last reconciliation found for the
 	// next cycle to look for cheaper capacity for (see move.go).
-	moves   []*job.Record
+	moves []*job.Record
+	// launching holds the launch keys being launched right now.
+	launching map[string]bool
+	// settled holds the keys of ended instances no live attempt owns
+	// that reconciliation has dealt with (by how many it listed).
+	settled map[string]int
 	kickC   chan struct{}
 	sem     chan struct{}
 	wg      sync.WaitGroup
@@ -156,21 +176,28 @@ type entry struct {
 	seen uint64
 	// inflight marks a job with an action under way (a launch, a cleanup),
 	// so cycles and reconciliation leave it alone.
-	inflight   bool
-	hasCurrent bool
+	inflight bool
+	// open is set while the job holds an attempt (current or being left).
+	open bool
+	// attempt is the record's attempt count: a placement decides attempt
+	// attempt+1.
+	attempt int
 	// pending is why the job was not placed by the last cycle that looked
 	// at it; codes hashes their kinds, to record a change in the history.
 	pending []job.PendingReason
 	codes   uint64
+	// hopeless is when a cycle first found that the job can no longer
+	// meet its deadline (zero: it can).
+	hopeless time.Time
 }
 
 // New returns a scheduler over a bus.
 func New(bus *events.Bus, o Options) *Scheduler {
 	o.defaults()
 	s := &Scheduler{
-		bus: bus, jobs: bus.Jobs(), o: o, log: o.Log, book: newBook(),
+		bus: bus, jobs: bus.Jobs(), pub: bus, o: o, log: o.Log, book: newBook(),
 		index: map[string]*entry{}, kickC: make(chan struct{}, 1), sem: make(chan struct{}, o.Workers),
-		metrics: o.Metrics,
+		metrics: o.Metrics, launching: map[string]bool{}, settled: map[string]int{},
 	}
 	s.exp = newExperience()
 	s.tp = learned{base: o.Throughput, exp: s.exp}
@@ -215,7 +242,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.mu.Lock()
 	s.log.Info("job index loaded", zap.Int("jobs", len(s.index)), zap.Int("queued", s.q.len()))
 	s.mu.Unlock()
-	stopPrices, err := s.bus.Follow(ctx, events.StreamPrices, []string{"spotwise.prices.>"}, true, s.onOffers)
+	stopPrices, err := s.bus.Follow(ctx, events.StreamPrices, []string{"spotwise.prices.>"}, true, offersHandler(s))
 	if err != nil {
 		return err
 	}
@@ -224,13 +251,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		cc events.ConsumerConfig
 		h  events.Handler
 	}{
-		{events.ConsumerConfig{Stream: events.StreamInstances, Durable: "scheduler-instances", Subjects: []string{"spotwise.instances.>"}}, s.onInstance},
-		{events.ConsumerConfig{Stream: events.StreamAgent, Durable: "scheduler-agent", Subjects: []string{"spotwise.agent.*"}}, s.onAgent},
-		{events.ConsumerConfig{Stream: events.StreamInterruptions, Durable: "scheduler-interruptions", Subjects: []string{"spotwise.interruptions.>"}, AckWait: 10 * time.Second, Workers: 64}, s.onInterruption},
-		{events.ConsumerConfig{Stream: events.StreamJobs, Durable: "scheduler-submissions", Subjects: []string{events.SubjectJobSubmitted}, New: true}, func(context.Context, events.Message) error {
-			s.kick()
-			return nil
-		}},
+		{events.ConsumerConfig{Stream: events.StreamInstances, Durable: "scheduler-instances", Subjects: []string{"spotwise.instances.>"}}, instanceHandler(s)},
+		{events.ConsumerConfig{Stream: events.StreamAgent, Durable: "scheduler-agent", Subjects: []string{"spotwise.agent.*"}}, agentHandler(s)},
+		{events.ConsumerConfig{Stream: events.StreamInterruptions, Durable: "scheduler-interruptions", Subjects: []string{"spotwise.interruptions.>"}, AckWait: 10 * time.Second, Workers: 64}, noticeHandler(s)},
+		{events.ConsumerConfig{Stream: events.StreamJobs, Durable: "scheduler-submissions", Subjects: []string{events.SubjectJobSubmitted}, New: true}, submissionHandler(s)},
 	}
 	for _, sub := range subs {
 		stop, err := s.bus.Consume(ctx, sub.cc, sub.h)
@@ -332,16 +356,14 @@ func (s *Scheduler) onJobChange(c events.JobChange) {
 		return
 	}
 	r := c.Record
-	e.rev, e.state, e.hasCurrent = c.Revision, r.Status.State, r.Status.Current != nil || r.Status.Previous != nil
+	e.rev, e.state, e.attempt = c.Revision, r.Status.State, r.Status.Attempt
+	e.open = r.Status.Current != nil || r.Status.Previous != nil
 	switch {
 	case r.NeedsPlacement():
 		if e.queued != nil {
 			s.q.remove(c.ID, e.queued)
 		}
-		e.queued = &QueuedJob{
-			ID: c.ID, Priority: r.Spec.Prio(), SubmittedAt: r.Status.SubmittedAt,
-			DeadlineAt: r.Status.DeadlineAt, Progress: r.Status.Progress, Req: RequirementsOf(r),
-		}
+		e.queued = queuedJob(r)
 		e.seen = 0
 		s.q.add(e.queued)
 		s.metrics.queued.Store(int64(s.q.len()))
@@ -350,18 +372,44 @@ func (s *Scheduler) onJobChange(c events.JobChange) {
 		s.dequeue(c.ID, e)
 	}
 	if r.Status.State.Terminal() {
-		if e.hasCurrent && !e.inflight {
+		if e.open && !e.inflight {
+			// Cancelled (or finished) with capacity still held: let it go
+			// now rather than at the next reconciliation.
 			e.inflight = true
 			id := r.ID
 			s.goAction(context.Background(), func(ctx context.Context) {
 				defer s.done(id)
-				s.cleanup(ctx, id)
+				s.release(ctx, id)
 			})
-		} else if !e.hasCurrent && !e.inflight {
+		} else if !e.open && !e.inflight {
 			// Finished for good: nothing more to remember in memory.
 			delete(s.index, c.ID)
 		}
 	}
+}
+
+// queuedJob is what a cycle needs of a job waiting for capacity.
+func queuedJob(r *job.Record) *QueuedJob {
+	q := &QueuedJob{ID: r.ID, Priority: r.Spec.Prio(), SubmittedAt: r.Status.SubmittedAt,
+		DeadlineAt: r.Status.DeadlineAt, Progress: r.Status.Progress, Req: RequirementsOf(r)}
+	if r.Status.DeadlineMissed {
+		q.DeadlineAt = time.Time{} // it runs anyway, as soon as it can
+	}
+	for _, x := range r.Status.Excluded {
+		q.Excluded = append(q.Excluded, x.Key)
+		q.ExcludedWhy = append(q.ExcludedWhy, x.Reason)
+	}
+	if p := r.Status.Previous; p != nil && (p.Notice != nil || p.Closing == job.OutcomeMoved) {
+		// A replacement does not go back where the job is leaving: that
+		// capacity is going (and, after a notice, often its zone with it).
+		off := providers.Offer{Provider: p.Placement.Provider, Region: p.Placement.Region, Zone: p.Placement.Zone,
+			InstanceType: p.Placement.InstanceType, Purchase: providers.PurchaseOption(p.Placement.Purchase)}
+		q.Avoid = append(q.Avoid, p.Placement.OfferID)
+		if p.Notice != nil && p.Notice.Deadline.After(time.Time{}) {
+			q.Avoid = append(q.Avoid, providers.ScopeKey(providers.ScopeZone, off))
+		}
+	}
+	return q
 }
 
 // dequeue takes a job out of the queue; called with mu held.
@@ -432,32 +480,4 @@ func (s *Scheduler) rateOf(o providers.Offer) (float64, bool) {
 		}
 	}
 	return s.exp.rate(o.ID(), prior), true
-}
-
-// onOffers replaces one region of the offer book.
-func (s *Scheduler) onOffers(_ context.Context, m events.Message) error {
-	u := m.Payload.(*events.OffersUpdated)
-	if s.book.replace(u.Provider, u.Region, u.Offers) {
-		s.kick()
-	}
-	return nil
-}
-
-// errSkip aborts a Modify whose preconditions no longer hold.
-var errSkip = errors.New("skip: job moved on")
-
-// modify applies fn to a job's record with a revision check; it returns
-// (nil, nil) when fn returned errSkip.
-func (s *Scheduler) modify(ctx context.Context, id string, fn func(r *job.Record) error) (*job.Record, error) {
-	r, _, err := s.jobs.Modify(ctx, id, fn)
-	if errors.Is(err, errSkip) || errors.Is(err, events.ErrNotFound) {
-		// A job that moved on, or that does not exist (an event for a
-		// job spotwise never had, or one since deleted), is not changed:
-		// asking again would not make it exist.
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("updating job %s: %w", id, err)
-	}
-	return r, nil
 }

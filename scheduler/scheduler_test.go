@@ -197,6 +197,25 @@ func (r *rig) submit(t testing.TB, yaml string) *job.Record {
 	return rec
 }
 
+// lifecycle applies an input to a job's record, as a test's stand-in for
+// what a component (the API, a scheduler before a crash) did; it must be
+// accepted.
+func (r *rig) lifecycle(t testing.TB, id string, in job.Input) *job.Record {
+	t.Helper()
+	var res job.Result
+	rec, _, err := r.bus.Jobs().Modify(context.Background(), id, func(x *job.Record) error {
+		res = job.Apply(x, in, r.clk.Now())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Changed() {
+		t.Fatalf("%s: %s (%s)", in.Name(), res.Verdict, res.Why)
+	}
+	return rec
+}
+
 func (r *rig) get(t testing.TB, id string) *job.Record {
 	t.Helper()
 	rec, _, err := r.bus.Jobs().Get(context.Background(), id)
@@ -279,7 +298,15 @@ func TestPlacesRunsAndReleases(t *testing.T) {
 	if err := r.bus.Publish(r.ctx, events.AgentSubject(rec.ID), &events.AgentReport{JobID: rec.ID, Attempt: 1, InstanceID: running.Status.Current.Instances[0], Kind: events.AgentExited}); err != nil {
 		t.Fatal(err)
 	}
-	done := r.waitState(t, rec.ID, job.Succeeded)
+	r.waitState(t, rec.ID, job.Succeeded)
+	// The attempt closes once its capacity is gone, teardown billed.
+	var done *job.Record
+	testutil.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		if done = r.get(t, rec.ID); done.Status.Current != nil {
+			return errors.New("the attempt is still being released")
+		}
+		return nil
+	})
 	last := done.Status.Attempts[0]
 	want := last.Placement.HourlyCost().ForDuration(last.EndedAt.Sub(last.LaunchedAt))
 	if done.Status.EndedCost != want || want <= 0 {
@@ -305,14 +332,8 @@ func TestPlacingJobFromACrashIsLaunchedOnce(t *testing.T) {
 			rec := r.submit(t, oneGPU)
 			o := cheapestT4(t, r.cloud)
 			key := job.LaunchKey(rec.ID, 1)
-			if _, _, err := r.bus.Jobs().Modify(r.ctx, rec.ID, func(x *job.Record) error {
-				x.Status.Attempt = 1
-				x.Status.Current = &job.Attempt{N: 1, LaunchKey: key, PlacedAt: t0, Placement: job.Placement{OfferID: o.ID(), Provider: o.Provider, Region: o.Region,
-					Zone: o.Zone, InstanceType: o.InstanceType, GPU: o.GPU, GPUs: o.GPUs, Nodes: 1, Purchase: string(o.Purchase), PricePerHour: o.Price}}
-				return x.MoveTo(job.Placing, t0, "placing")
-			}); err != nil {
-				t.Fatal(err)
-			}
+			r.lifecycle(t, rec.ID, job.Place{Attempt: 1, Placement: job.Placement{OfferID: o.ID(), Provider: o.Provider, Region: o.Region,
+				Zone: o.Zone, InstanceType: o.InstanceType, GPU: o.GPU, GPUs: o.GPUs, Nodes: 1, Purchase: string(o.Purchase), PricePerHour: o.Price}})
 			if alreadyLaunched {
 				if _, err := r.cloud.Launch(r.ctx, providers.LaunchRequest{IdempotencyKey: key, Offer: o, Count: 1, JobID: rec.ID, Attempt: 1}); err != nil {
 					t.Fatal(err)
@@ -413,11 +434,7 @@ func TestLostInstanceRequeuesTheJob(t *testing.T) {
 func TestOrphanedInstanceIsTerminated(t *testing.T) {
 	r := newRig(t, rigOpt{noScheduler: true})
 	rec := r.submit(t, oneGPU)
-	if _, _, err := r.bus.Jobs().Modify(r.ctx, rec.ID, func(x *job.Record) error {
-		return x.MoveTo(job.Cancelled, t0, "cancelled")
-	}); err != nil {
-		t.Fatal(err)
-	}
+	r.lifecycle(t, rec.ID, job.Cancel{})
 	o := cheapestT4(t, r.cloud)
 	insts, err := r.cloud.Launch(r.ctx, providers.LaunchRequest{IdempotencyKey: job.LaunchKey(rec.ID, 1), Offer: o, Count: 1, JobID: rec.ID, Attempt: 1})
 	if err != nil {
@@ -448,11 +465,7 @@ func TestCancelledRunningJobIsReleased(t *testing.T) {
 	r.boot(t, rec.ID)
 	r.waitState(t, rec.ID, job.Running)
 	r.clk.Advance(time.Hour)
-	if _, _, err := r.bus.Jobs().Modify(r.ctx, rec.ID, func(x *job.Record) error {
-		return x.MoveTo(job.Cancelled, r.clk.Now(), "cancelled by user")
-	}); err != nil {
-		t.Fatal(err)
-	}
+	r.lifecycle(t, rec.ID, job.Cancel{})
 	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		got := r.get(t, rec.ID)
 		if got.Status.Current != nil {

@@ -171,7 +171,12 @@ checkpoint: {duration: 20s}
 		})
 		simPost(t, addr, "clock", map[string]bool{"paused": false})
 	}
-	done := waitFor("finished", func(j *api.JobView) bool { return j.State.Terminal() })
+	// Finished: its last attempt closed once its capacity was gone (the
+	// teardown billed), and the history has the success.
+	done := waitFor("finished", func(j *api.JobView) bool {
+		return j.State.Terminal() && (j.State != job.Succeeded || len(j.Attempts) == 4 &&
+			slices.ContainsFunc(j.Events, func(e api.EventView) bool { return e.Kind == events.KindSucceeded }))
+	})
 	if done.State != job.Succeeded {
 		t.Fatalf("job ended %s: %s", done.State, done.Message)
 	}

@@ -49,6 +49,7 @@ type Server struct {
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
 	stopNATS    func()
+	dirLock     *dataDirLock
 	closeOnce   sync.Once
 	awsOpts     []aws.Option
 	azureOpts   []azure.Option
@@ -208,6 +209,7 @@ func (s *Server) lead(ctx context.Context) error {
 		Clock: s.clock, Log: s.log.Named("scheduler"), Throughput: cat, Geography: cat.GeographyOf,
 		ReconcileInterval: cfg.Scheduler.ReconcileInterval.D(), UnavailableFor: cfg.Scheduler.UnavailableFor.D(),
 		Workers: cfg.Scheduler.Workers, Metrics: s.metrics, Clouds: clouds.byName,
+		CheckpointRoot: s.checkpoints.URI(), Term: s.lease.Term(), LeaseValid: s.lease.Valid,
 		Arbitrage: scheduler.Arbitrage{Off: !cfg.Scheduler.Arbitrage.Enabled, Saving: cfg.Scheduler.Arbitrage.MinSaving,
 			MinStay: cfg.Scheduler.Arbitrage.MinStay.D()},
 	})
@@ -247,6 +249,11 @@ func (s *Server) openBus(ctx context.Context) error {
 		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 			return fmt.Errorf("data directory: %w", err)
 		}
+		lock, err := lockDataDir(cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		s.dirLock = lock
 	}
 	natsCfg := events.Config{
 		URL: cfg.NATS.URL, CredsFile: cfg.NATS.CredsFile, NKeyFile: cfg.NATS.NKeyFile,
@@ -401,6 +408,7 @@ func (s *Server) Close() {
 		if s.bus != nil {
 			s.bus.Close()
 		}
+		s.dirLock.release()
 	})
 }
 

@@ -225,7 +225,7 @@ func TestCancelReleasesCapacity(t *testing.T) {
 		return nil
 	})
 	if final.CostUSD < again.CostUSD || final.CostUSD < cv.CostUSD || final.CostUSD <= 0 {
-		t.Fatalf("cost went from %s at cancel to %s when closed", cv.CostUSD, final.CostUSD)
+		t.Fatalf("cost went from %s at cancel to %s when closed: %+v", cv.CostUSD, final.CostUSD, final.Attempts)
 	}
 	time.Sleep(200 * time.Millisecond)
 	later, _ := c.Get(ctx, v.ID)
@@ -437,4 +437,28 @@ func TestDryRunPricesAndPlansWithoutLaunching(t *testing.T) {
 	if len(keys) != 0 {
 		t.Errorf("the dry run launched %d instances", len(keys))
 	}
+}
+
+// One writer per data directory: a second server on the same one refuses
+// to start, naming the process that holds it, and leaves the first
+// untouched; once the first is gone, the directory is free again.
+func TestSecondServerOnADataDirRefusesToStart(t *testing.T) {
+	dir := t.TempDir()
+	first := startServer(t, testConfig(dir))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := Start(ctx, testConfig(dir), eventstest.Logger(t))
+	if err == nil {
+		t.Fatal("a second server started on the same data directory")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "in use by spotwise server pid "+fmt.Sprint(os.Getpid())) || !strings.Contains(msg, dir) {
+		t.Fatalf("refusal %q does not name the directory and the process holding it", msg)
+	}
+	c := api.NewClient(first.HTTPAddr())
+	if _, err := c.List(ctx, api.Query{}); err != nil {
+		t.Fatalf("the first server stopped answering: %v", err)
+	}
+	first.Close()
+	again := startServer(t, testConfig(dir))
+	again.Close()
 }

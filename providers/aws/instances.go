@@ -214,13 +214,15 @@ func transitionTime(reason string) time.Time {
 func (p *Provider) Terminate(ctx context.Context, instanceID string) error {
 	p.mu.Lock()
 	t := p.known[instanceID]
+	region := ""
 	if t != nil {
 		t.byUs = true
+		region = t.inst.Region
 	}
 	p.mu.Unlock()
 	regions := make([]string, 0, len(p.cfg.Regions))
-	if t != nil {
-		regions = append(regions, t.inst.Region)
+	if region != "" {
+		regions = append(regions, region)
 	}
 	for _, r := range p.cfg.Regions {
 		if !slices.Contains(regions, r.Name) {
@@ -254,25 +256,29 @@ func (p *Provider) Terminate(ctx context.Context, instanceID string) error {
 // spotwise's (or do not exist).
 func (p *Provider) lookup(ctx context.Context, region, id string, fresh bool) (providers.Instance, bool, error) {
 	p.mu.Lock()
-	t := p.known[id]
-	p.mu.Unlock()
-	if t != nil && t.inst.JobID != "" && !fresh {
-		return t.inst, true, nil
+	t, known := p.known[id]
+	var inst providers.Instance
+	if known {
+		inst = t.inst // remember rewrites it under the lock
 	}
-	if t != nil && region == "" {
-		region = t.inst.Region
+	p.mu.Unlock()
+	if known && inst.JobID != "" && !fresh {
+		return inst, true, nil
+	}
+	if known && region == "" {
+		region = inst.Region
 	}
 	if p.ec2[region] == nil {
-		if t != nil && t.inst.JobID != "" {
-			return t.inst, true, nil
+		if known && inst.JobID != "" {
+			return inst, true, nil
 		}
 		return providers.Instance{}, false, nil
 	}
 	insts, err := p.describe(ctx, region, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
 	switch {
 	case IsNotFound(err):
-		if t != nil && t.inst.JobID != "" {
-			return t.inst, true, nil
+		if known && inst.JobID != "" {
+			return inst, true, nil
 		}
 		return providers.Instance{}, false, nil
 	case err != nil:
@@ -282,8 +288,8 @@ func (p *Provider) lookup(ctx context.Context, region, id string, fresh bool) (p
 	}
 	in := insts[0]
 	switch {
-	case t != nil && t.inst.IdempotencyKey == in.IdempotencyKey:
-		in.Node = t.inst.Node // a describe of one instance cannot number the nodes
+	case known && inst.IdempotencyKey == in.IdempotencyKey:
+		in.Node = inst.Node // a describe of one instance cannot number the nodes
 	case in.IdempotencyKey != "":
 		// Seen for the first time (after a restart): its launch numbers it.
 		if all, err := p.findByKey(ctx, region, in.IdempotencyKey); err == nil {

@@ -1,0 +1,361 @@
+package job
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spotwise/spotwise/money"
+)
+
+// A job's life on the happy path: placed, launched, running, done; its
+// capacity is billed from launch to the end its provider reports, teardown
+// included.
+func TestLifecycleHappyPath(t *testing.T) {
+	l := newLife(t, nil)
+	a := l.place(1, "us-east-1a")
+	l.state(Placing)
+	if got := effectsOf[Launch](l.res); len(got) != 1 || got[0].Attempt.LaunchKey != LaunchKey(l.r.ID, 1) {
+		t.Fatalf("placing launched %+v", got)
+	}
+	l.after(time.Minute)
+	l.launch(a, false)
+	l.state(Placing)
+	l.after(2 * time.Minute)
+	id := instances(1, 1)[0]
+	l.want(Accepted, InstanceRunning{Key: a.LaunchKey, Instance: Instance{ID: id, RunningAt: l.now}})
+	l.state(Running)
+	l.after(30 * time.Minute)
+	l.want(Accepted, Progressed{Attempt: 1, Instance: id, Progress: 0.5})
+	l.want(Duplicate, Progressed{Attempt: 1, Instance: id, Progress: 0.505})
+	l.after(30 * time.Minute)
+	res := l.want(Accepted, Exited{Attempt: 1, Instance: id})
+	l.state(Succeeded)
+	if term := effectsOf[Terminate](res); len(term) != 1 || term[0].Key != a.LaunchKey {
+		t.Fatalf("success terminated %+v", term)
+	}
+	if l.r.Status.Current == nil || !l.r.Status.Current.Released() {
+		t.Fatal("the attempt closed before its capacity was gone")
+	}
+	// Teardown takes 20 s at the provider: billed too.
+	l.after(20 * time.Second)
+	l.want(Accepted, InstanceGone{Key: a.LaunchKey, Instance: Instance{ID: id, EndedAt: l.now}})
+	if l.r.Status.Current != nil {
+		t.Fatal("the attempt did not close once its capacity was gone")
+	}
+	got := l.r.Status.Attempts[0]
+	want := money.MustParse("3.60").ForDuration(62*time.Minute + 20*time.Second) // launched at +1m, gone at +63m20s
+	if got.Outcome != OutcomeSucceeded || got.Cost != want || l.r.Status.EndedCost != want || l.r.CostAt(l.now.Add(time.Hour)) != want {
+		t.Fatalf("closed %q costing %s (job %s), want succeeded costing %s", got.Outcome, got.Cost, l.r.Status.EndedCost, want)
+	}
+	// A terminal job launches nothing, whatever comes.
+	l.want(Stale, Place{Attempt: 2, Placement: lifePlacement})
+	l.want(Stale, Exited{Attempt: 1, Instance: id})
+}
+
+// A notice: the agent is asked to checkpoint, a replacement is placed at
+// once and held, the checkpoint releases the old capacity (not paid for
+// until the deadline) and starts the replacement, which resumes from it.
+func TestLifecycleNoticeCheckpointsAndMoves(t *testing.T) {
+	l := newLife(t, nil)
+	a := l.running(1)
+	old := instances(1, 1)[0]
+	l.after(time.Hour)
+	l.want(Accepted, Progressed{Attempt: 1, Instance: old, Progress: 0.4})
+	deadline := l.now.Add(2 * time.Minute)
+	res := l.want(Accepted, Interruption{Key: a.LaunchKey, Instance: old, Kind: NoticeSpot, Deadline: deadline})
+	l.state(Checkpointing)
+	if ck := effectsOf[RequestCheckpoint](res); len(ck) != 1 || ck[0].Attempt != 1 || !ck[0].Deadline.Equal(deadline) {
+		t.Fatalf("checkpoint requests %+v", ck)
+	}
+	if len(effectsOf[Alert](res)) != 1 || l.r.Status.Preemptions != 1 || l.r.Status.Previous == nil || l.r.Status.Current != nil {
+		t.Fatalf("after the notice: %s", describe(l.r))
+	}
+	l.want(Duplicate, Interruption{Key: a.LaunchKey, Instance: old, Kind: NoticeSpot, Deadline: deadline})
+	if !l.r.NeedsPlacement() {
+		t.Fatal("no replacement wanted while the old attempt checkpoints")
+	}
+	l.after(time.Second)
+	b := l.place(1, "us-east-1b")
+	if !b.StartAfter.Equal(deadline) {
+		t.Fatalf("replacement held until %v, want the deadline %v", b.StartAfter, deadline)
+	}
+	l.launch(b, true)
+	l.state(Checkpointing) // the replacement runs when its agent starts
+	l.after(20 * time.Second)
+	res = l.want(Accepted, Checkpointed{Attempt: 1, Instance: old, Checkpoint: l.checkpoint(a, 400, 0.41)})
+	l.state(Migrating)
+	if term := effectsOf[Terminate](res); len(term) != 1 || term[0].Key != a.LaunchKey {
+		t.Fatalf("the stored checkpoint released %+v", term)
+	}
+	if st := effectsOf[StartWorkload](res); len(st) != 1 || st[0].Attempt != b.N {
+		t.Fatalf("the replacement was not told to start: %+v", st)
+	}
+	l.after(5 * time.Second)
+	l.want(Accepted, InstanceGone{Key: a.LaunchKey, Instance: Instance{ID: old, EndedAt: l.now, Reason: "terminated"}})
+	first := l.r.Status.Attempts[0]
+	if first.Outcome != OutcomePreempted || !first.EndedAt.Equal(l.now) || !first.EndedAt.Before(deadline) {
+		t.Fatalf("old attempt closed %+v", first)
+	}
+	next := instances(b.N, 1)[0]
+	l.want(Accepted, AgentStarted{Attempt: b.N, Instance: next, Progress: 0.41, Checkpoint: l.r.Status.Checkpoint})
+	l.state(Running)
+	if l.r.Status.WorkLost != 0 || l.r.Status.Progress != 0.41 {
+		t.Fatalf("resumed at %v, %s lost", l.r.Status.Progress, l.r.Status.WorkLost.D())
+	}
+}
+
+// A zone storm: the replacement's launch is refused for capacity, again
+// and again. Each refusal buys nothing and ends its attempt; the job is
+// placed again while the old attempt checkpoints, never with two launches
+// for one decision.
+func TestLifecycleStormRefusalsBuyNothing(t *testing.T) {
+	l := newLife(t, nil)
+	a := l.running(1)
+	old := instances(1, 1)[0]
+	l.want(Accepted, Interruption{Key: a.LaunchKey, Instance: old, Kind: NoticeSpot, Deadline: l.now.Add(2 * time.Minute)})
+	for i := range 5 {
+		b := l.place(1, "us-east-1a")
+		res := l.want(Accepted, LaunchRefused{Attempt: b.N, Key: b.LaunchKey, Reason: "no capacity"})
+		if len(effectsOf[Launch](res)) != 0 || l.r.Status.Current != nil || !l.r.NeedsPlacement() {
+			t.Fatalf("refusal %d: %s", i, describe(l.r))
+		}
+		l.state(Checkpointing)
+		// The same decision retried buys nothing.
+		l.want(Stale, Place{Attempt: b.N, Placement: lifePlacement})
+	}
+	if n := len(l.r.Status.Attempts); n != 5 || l.r.Status.EndedCost != 0 {
+		t.Fatalf("%d attempts ended costing %s", n, l.r.Status.EndedCost)
+	}
+}
+
+// Events that do not come from the job's current attempt and its own
+// instances change nothing: each of them was acted on once.
+func TestLifecycleForgedEventsChangeNothing(t *testing.T) {
+	l := newLife(t, nil)
+	a := l.running(1)
+	real := instances(1, 1)[0]
+	l.want(Accepted, Progressed{Attempt: 1, Instance: real, Progress: 0.3})
+	good := l.checkpoint(a, 300, 0.3)
+	l.want(Accepted, Checkpointed{Attempt: 1, Instance: real, Checkpoint: good})
+	outside := good
+	outside.Step, outside.Location = 999999999, "s3://attacker/x"
+	huge := good
+	huge.Step, huge.Progress = 999999999, 0.99
+	huge.Location = l.root + "/" + l.r.ID + "/step-999999999"
+	older := good
+	older.Step, older.Progress = 100, 0.1
+	for name, in := range map[string]Input{
+		"notice for a made-up instance":     Interruption{Key: a.LaunchKey, Instance: "i-madeup", Kind: NoticeSpot, Deadline: l.now.Add(time.Minute)},
+		"notice for another key":            Interruption{Key: "j-x-a1", Instance: real, Kind: NoticeSpot, Deadline: l.now.Add(time.Minute)},
+		"exit 0 from a made-up instance":    Exited{Attempt: 1, Instance: "i-madeup"},
+		"exit 0 from an attempt never made": Exited{Attempt: 7, Instance: real},
+		"checkpoint outside the location":   Checkpointed{Attempt: 1, Instance: real, Checkpoint: outside},
+		"checkpoint from a made-up one":     Checkpointed{Attempt: 1, Instance: "i-madeup", Checkpoint: huge},
+		"checkpoint older than the job's":   Checkpointed{Attempt: 1, Instance: real, Checkpoint: older},
+		"checkpoint of another attempt":     Checkpointed{Attempt: 1, Instance: real, Checkpoint: CheckpointRef{Attempt: 3, Step: 500, Location: good.Location}},
+		"instance running, made up":         InstanceRunning{Key: a.LaunchKey, Instance: Instance{ID: "i-madeup", RunningAt: l.now}},
+		"instance gone, made up":            InstanceGone{Key: a.LaunchKey, Instance: Instance{ID: "i-madeup", EndedAt: l.now}},
+		"agent started on a made-up one":    AgentStarted{Attempt: 1, Instance: "i-madeup"},
+		"progress from a made-up one":       Progressed{Attempt: 1, Instance: "i-madeup", Progress: 0.9},
+		"checkpoint failed, made up":        CheckpointFailed{Attempt: 1, Instance: "i-madeup", Reason: "x"},
+		"launch refused for a running one":  LaunchRefused{Attempt: 1, Key: a.LaunchKey, Reason: "x"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			before := l.r.Clone()
+			res := Apply(l.r, in, l.now)
+			if res.Changed() {
+				t.Fatalf("accepted (%s): %s", res.Why, describe(l.r))
+			}
+			if len(effectsOf[Terminate](res))+len(effectsOf[Launch](res))+len(effectsOf[RequestCheckpoint](res)) > 0 {
+				t.Fatalf("acted on it: %+v", res.Effects)
+			}
+			if !equalJSON(before, l.r) {
+				t.Fatal("the record changed")
+			}
+		})
+	}
+	// The real agent's next checkpoint is still taken.
+	l.want(Accepted, Checkpointed{Attempt: 1, Instance: real, Checkpoint: l.checkpoint(a, 400, 0.4)})
+}
+
+// One node of a multi-node job dies: the attempt is lost, its other nodes
+// are released (and billed until their provider says they are gone), the
+// work since the checkpoint is recorded lost and the job is placed again.
+func TestLifecycleLostNodeReleasesTheOthers(t *testing.T) {
+	l := newLife(t, map[string]string{"resources": "{accelerators: [A100], gpus_per_node: 8, nodes: 4}", "work": "24h on A100"})
+	a := l.running(4)
+	nodes := instances(1, 4)
+	l.after(time.Hour)
+	l.want(Accepted, Progressed{Attempt: 1, Instance: nodes[0], Progress: 0.2})
+	l.want(Accepted, Checkpointed{Attempt: 1, Instance: nodes[0], Checkpoint: l.checkpoint(a, 100, 0.1)})
+	res := l.want(Accepted, InstanceGone{Key: a.LaunchKey, Instance: Instance{ID: nodes[2], EndedAt: l.now, Reason: "hardware failure"}})
+	l.state(Queued)
+	term := effectsOf[Terminate](res)
+	if len(term) != 1 || !slices.Equal(term[0].Instances, []string{nodes[0], nodes[1], nodes[3]}) {
+		t.Fatalf("terminated %+v, want the three other nodes", term)
+	}
+	if lost := l.r.Status.WorkLost.D(); lost < 2*time.Hour || lost > 3*time.Hour || l.r.Status.Progress != 0.1 {
+		t.Fatalf("progress %v, %s lost; want back to the checkpoint (0.1), 10%% of 24h lost", l.r.Status.Progress, lost)
+	}
+	if !l.r.NeedsPlacement() || l.r.Status.Previous == nil {
+		t.Fatal("the lost attempt's nodes are not being released")
+	}
+	b := l.place(4, "us-east-1b") // placed while the old nodes go
+	l.after(30 * time.Second)
+	for _, id := range []string{nodes[0], nodes[1], nodes[3]} {
+		l.want(Accepted, InstanceGone{Key: a.LaunchKey, Instance: Instance{ID: id, EndedAt: l.now}})
+	}
+	ended := l.r.Status.Attempts[0]
+	want := money.MustParse("3.60").ForDuration(time.Hour + 3*(time.Hour+30*time.Second))
+	if ended.Outcome != OutcomeLost || ended.Cost != want {
+		t.Fatalf("lost attempt %q costs %s, want %s (one node an hour, three an hour and 30 s)", ended.Outcome, ended.Cost, want)
+	}
+	if l.r.Status.Current.N != b.N {
+		t.Fatal("the replacement was dropped")
+	}
+}
+
+// A job cancelled while its launch is under way: the attempt closes, and
+// when the launch comes back its instances are billed to it and
+// terminated.
+func TestLifecycleCancelDuringLaunch(t *testing.T) {
+	l := newLife(t, nil)
+	a := l.place(2, "us-east-1a")
+	l.want(Accepted, Cancel{Message: "wrong data"})
+	l.state(Cancelled)
+	if l.r.Status.Current != nil || l.r.Status.Attempts[0].Outcome != OutcomeCancelled {
+		t.Fatalf("after cancel: %s", describe(l.r))
+	}
+	l.want(Duplicate, Cancel{})
+	l.after(10 * time.Second)
+	res := l.apply(Launched{Attempt: a.N, Key: a.LaunchKey, Instances: []Instance{{ID: "i-x", LaunchedAt: l.now}, {ID: "i-y", LaunchedAt: l.now}}})
+	if term := effectsOf[Terminate](res); len(term) != 1 || len(term[0].Instances) != 2 {
+		t.Fatalf("late launch: %+v", res.Effects)
+	}
+	l.after(time.Minute)
+	for _, id := range []string{"i-x", "i-y"} {
+		l.want(Accepted, InstanceGone{Key: a.LaunchKey, Instance: Instance{ID: id, EndedAt: l.now}})
+	}
+	if want := money.MustParse("3.60").ForDuration(2 * time.Minute); l.r.Status.EndedCost != want {
+		t.Fatalf("cost %s, want %s: two nodes a minute each", l.r.Status.EndedCost, want)
+	}
+}
+
+// A launch whose outcome stays unknown is asked again with the same key,
+// a bounded number of times, then given up: whatever it bought is
+// terminated and the job is placed again.
+func TestLifecycleUnknownLaunchOutcomeIsBounded(t *testing.T) {
+	l := newLife(t, nil)
+	a := l.place(1, "us-east-1a")
+	for try := 1; try < 3; try++ {
+		res := l.want(Accepted, LaunchUnknown{Attempt: a.N, Key: a.LaunchKey, Err: "timeout", MaxTries: 3})
+		if len(res.Effects) != 0 {
+			t.Fatalf("try %d: %+v", try, res.Effects)
+		}
+		l.state(Placing)
+		res = l.want(Duplicate, Observed{Key: a.LaunchKey})
+		if got := effectsOf[Launch](res); len(got) != 1 || got[0].Attempt.LaunchKey != a.LaunchKey {
+			t.Fatalf("reconciliation did not ask again with the same key: %+v", res.Effects)
+		}
+	}
+	res := l.want(Accepted, LaunchUnknown{Attempt: a.N, Key: a.LaunchKey, Err: "timeout", MaxTries: 3})
+	l.state(Queued)
+	if term := effectsOf[Terminate](res); len(term) != 1 || term[0].Key != a.LaunchKey {
+		t.Fatalf("giving up did not sweep the key: %+v", res.Effects)
+	}
+	if got := l.r.Status.Attempts[0].Outcome; got != OutcomeLaunchLost {
+		t.Fatalf("outcome %q", got)
+	}
+}
+
+// A refusal a retry will not change excludes the offer for the job, with
+// the reason; a wrong account setup alerts.
+func TestLifecyclePermanentRefusalExcludes(t *testing.T) {
+	l := newLife(t, nil)
+	a := l.place(1, "us-east-1a")
+	res := l.want(Accepted, LaunchRefused{Attempt: a.N, Key: a.LaunchKey, Permanent: true, Exclude: a.Placement.OfferID,
+		Code: "AuthFailure.ServiceLinkedRoleCreationNotPermitted", Reason: "cannot create the spot service-linked role", Account: true})
+	l.state(Queued)
+	if ex := l.r.Status.Excluded; len(ex) != 1 || ex[0].Key != a.Placement.OfferID || !strings.Contains(ex[0].Reason, "service-linked") {
+		t.Fatalf("excluded %+v", ex)
+	}
+	if al := effectsOf[Alert](res); len(al) != 1 || al[0].Severity != SeverityCritical {
+		t.Fatalf("alerts %+v", al)
+	}
+}
+
+// A move of spotwise's own: the job checkpoints where it runs, then its
+// capacity is released and it is placed again; a move whose checkpoint
+// never comes is given up and the job stays.
+func TestLifecycleVoluntaryMove(t *testing.T) {
+	t.Run("checkpointed", func(t *testing.T) {
+		l := newLife(t, nil)
+		a := l.running(1)
+		id := instances(1, 1)[0]
+		res := l.want(Accepted, StartMove{Attempt: 1, Kind: NoticeCheaper, Message: "cheaper elsewhere"})
+		l.state(Checkpointing)
+		if ck := effectsOf[RequestCheckpoint](res); len(ck) != 1 || !ck[0].Deadline.IsZero() {
+			t.Fatalf("requests %+v", ck)
+		}
+		l.want(Accepted, Progressed{Attempt: 1, Instance: id, Progress: 0.2}) // still runs while it checkpoints
+		res = l.want(Accepted, Checkpointed{Attempt: 1, Instance: id, Checkpoint: l.checkpoint(a, 200, 0.2)})
+		l.state(Migrating)
+		if term := effectsOf[Terminate](res); len(term) != 1 || l.r.Status.Previous == nil || l.r.Status.Previous.Closing != OutcomeMoved {
+			t.Fatalf("after the checkpoint: %s, %+v", describe(l.r), res.Effects)
+		}
+		if !l.r.NeedsPlacement() {
+			t.Fatal("not placed again")
+		}
+	})
+	t.Run("given up", func(t *testing.T) {
+		l := newLife(t, nil)
+		a := l.running(1)
+		l.want(Accepted, StartMove{Attempt: 1, Kind: NoticeCheaper, Message: "cheaper elsewhere"})
+		live := []Instance{{ID: instances(1, 1)[0], LaunchedAt: t0, RunningAt: t0}}
+		l.after(time.Minute)
+		res := l.want(Accepted, Observed{Key: a.LaunchKey, Instances: live})
+		if ck := effectsOf[RequestCheckpoint](res); len(ck) != 1 {
+			t.Fatalf("the checkpoint request was not repeated: %+v", res.Effects)
+		}
+		l.after(MoveTimeout)
+		res = l.want(Accepted, Observed{Key: a.LaunchKey, Instances: live})
+		l.state(Running)
+		if l.r.Status.Current.Notice != nil || !slices.Contains(historyKinds(res), KindCheckpointFailed) {
+			t.Fatalf("after giving up: %s, %v", describe(l.r), historyKinds(res))
+		}
+	})
+}
+
+// The attempt under notice finishes the work inside its window: the job
+// succeeds and the replacement is let go.
+func TestLifecycleExitUnderNotice(t *testing.T) {
+	l := newLife(t, nil)
+	a := l.running(1)
+	id := instances(1, 1)[0]
+	l.want(Accepted, Interruption{Key: a.LaunchKey, Instance: id, Kind: NoticeSpot, Deadline: l.now.Add(2 * time.Minute)})
+	b := l.place(1, "us-east-1b")
+	l.launch(b, true)
+	l.want(Stale, Exited{Attempt: 1, Instance: id, Code: 143}) // killed with its capacity
+	res := l.want(Accepted, Exited{Attempt: 1, Instance: id})
+	l.state(Succeeded)
+	if term := effectsOf[Terminate](res); len(term) != 2 || l.r.Status.Current.Closing != OutcomeSuperseded {
+		t.Fatalf("after the exit: %s, %+v", describe(l.r), res.Effects)
+	}
+}
+
+// A waiting job that can no longer meet its deadline expires, or runs
+// anyway when its spec says so.
+func TestLifecycleExpire(t *testing.T) {
+	l := newLife(t, map[string]string{"deadline": "12h"})
+	res := l.want(Accepted, Expire{Message: "every offer finishes after the deadline"})
+	l.state(Expired)
+	if al := effectsOf[Alert](res); len(al) != 1 || al[0].Kind != "job-expired" {
+		t.Fatalf("alerts %+v", al)
+	}
+	l.want(Stale, Expire{})
+	running := newLife(t, nil)
+	running.running(1)
+	running.want(Stale, Expire{Message: "x"})
+}
