@@ -156,19 +156,23 @@ func Parse(data []byte, vocab Vocabulary) (Spec, error) {
 	} else if !json.Valid(raw) {
 		return s, &ValidationError{Errors: []FieldError{{Message: "spec is not valid JSON"}}}
 	}
-	var errs fieldErrors
-	decodeStrict(raw, reflect.ValueOf(&s).Elem(), "", &errs)
-	if err := errs.err(); err != nil {
-		return Spec{}, err
-	}
+	var d decoder
+	d.decode(raw, reflect.ValueOf(&s).Elem(), "")
+	errs := d.errs
 	// Normalize reads nodes 0 as "not given"; a spec that says nodes: 0 is
 	// a mistake and must be refused, not silently run on one node.
 	if explicitZeroNodes(raw) {
 		errs.add("resources.nodes", "must be between 1 and %d", maxNodes)
 	}
 	s.Normalize()
+	// Validation sees what decoding left behind: a field that did not
+	// decode is zero, and its "is required" would only repeat the problem.
 	if ve, ok := AsValidationError(s.Validate(vocab)); ok {
-		errs = append(errs, ve.Errors...)
+		for _, fe := range ve.Errors {
+			if !d.follows(fe.Field) {
+				errs = append(errs, fe)
+			}
+		}
 	}
 	if err := errs.err(); err != nil {
 		return Spec{}, err

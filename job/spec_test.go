@@ -80,6 +80,12 @@ func TestParseRefusesBadFields(t *testing.T) {
 			[]FieldError{{"priority", "must be a whole number, not text"}}},
 		{"text for a list", map[string]string{"command": "python train.py"},
 			[]FieldError{{"command", "must be a list, not text"}}},
+		{"mapping in a list of text", map[string]string{"command": "[python, {epochs: 3}]"},
+			[]FieldError{{"command[1]", "must be text, not a mapping"}}},
+		{"numbers for env values", map[string]string{"env": "{EPOCHS: 3, LR: 0.1, NAME: x}"},
+			[]FieldError{{"env.EPOCHS", "must be text, not a number"}, {"env.LR", "must be text, not a number"}}},
+		{"number in a list of regions", map[string]string{"placement": "{regions: [eu-west-1, 7, [x]]}"},
+			[]FieldError{{"placement.regions[1]", "must be text, not a number"}, {"placement.regions[2]", "must be text, not a list"}}},
 		{"list for a mapping", map[string]string{"labels": "[a, b]"},
 			[]FieldError{{"labels", "must be a mapping, not a list"}}},
 		{"number for a mapping of fields", map[string]string{"resources": "8"},
@@ -314,6 +320,33 @@ func TestParseReportsEveryProblemSorted(t *testing.T) {
 			{"zzz", "unknown field"},
 		})
 	})
+	t.Run("decoding and validation together", func(t *testing.T) {
+		// A field that does not decode must not hide the problems of the
+		// others, whichever stage finds them.
+		data := yamlSpec(map[string]string{
+			"work":       "48 on V100",
+			"deadline":   "tomorrow",
+			"name":       `"my job"`,
+			"priority":   "high",
+			"purchase":   "cheap",
+			"resources":  "{gpus_per_node: 0, nodez: 2}",
+			"checkpoint": "{interval: 30s}",
+			"env":        "{EPOCHS: 3}",
+			"placement":  "{regions: [mars-1]}",
+		})
+		checkFieldErrors(t, validationErrors(t, data), []FieldError{
+			{"checkpoint.interval", "must be at least 1m"},
+			{"deadline", `"tomorrow" is not a deadline`},
+			{"env.EPOCHS", "must be text, not a number"},
+			{"name", "may hold only letters"},
+			{"placement.regions[0]", `unknown region "mars-1"`},
+			{"priority", "must be a whole number, not text"},
+			{"purchase", "must be one of"},
+			{"resources.gpus_per_node", "must be between 1 and 16"},
+			{"resources.nodez", `unknown field (did you mean "nodes"?)`},
+			{"work", `"48" is not a duration`},
+		})
+	})
 	t.Run("message", func(t *testing.T) {
 		_, err := Parse(yamlSpec(map[string]string{"name": "-", "purchase": "x"}), vocab)
 		want := "invalid job spec: name: is required; purchase: must be one of spot, on-demand, auto"
@@ -330,6 +363,47 @@ func TestParseReportsEveryProblemSorted(t *testing.T) {
 		if _, ok := AsValidationError(fmt.Errorf("other")); ok {
 			t.Error("AsValidationError found a ValidationError in a plain error")
 		}
+	})
+}
+
+// A field that does not decode is left zero; validation must not then say
+// it is missing or out of range, or judge its mapping by what is left.
+func TestParseReportsWhatDidNotDecodeOnce(t *testing.T) {
+	tests := []struct {
+		name string
+		over map[string]string
+		want []FieldError
+	}{
+		{"work short form", map[string]string{"work": "six hours on V100"},
+			[]FieldError{{"work", `"six hours" is not a duration`}}},
+		{"work not text or a mapping", map[string]string{"work": "48"},
+			[]FieldError{{"work", `must be text such as "48h on V100" or "384 gpu-hours on V100", or a mapping`}}},
+		{"work mapping with a misspelt key", map[string]string{"work": "{duraton: 6h, reference_gpu: V100}"},
+			[]FieldError{{"work.duraton", `did you mean "duration"?`}}},
+		{"work mapping with a bad duration", map[string]string{"work": "{duration: 6, reference_gpu: V101}"},
+			[]FieldError{{"work.duration", "is not a duration"}, {"work.reference_gpu", `unknown GPU type "V101"`}}},
+		{"misspelt gpus_per_node", map[string]string{"resources": "{gpus_per_nodes: 8}"},
+			[]FieldError{{"resources.gpus_per_nodes", `did you mean "gpus_per_node"?`}}},
+		{"gpus_per_node as text", map[string]string{"resources": "{gpus_per_node: eight, nodes: 600}"},
+			[]FieldError{{"resources.gpus_per_node", "must be a whole number, not text"}, {"resources.nodes", "must be between 1 and 512"}}},
+		{"resources not a mapping", map[string]string{"resources": "8"},
+			[]FieldError{{"resources", "must be a mapping of fields"}}},
+		{"command as text", map[string]string{"command": "python train.py"},
+			[]FieldError{{"command", "must be a list, not text"}}},
+		{"name as a list", map[string]string{"name": "[bert]"},
+			[]FieldError{{"name", "must be text, not a list"}}},
+		{"misspelt name", map[string]string{"name": "-", "nmae": "bert"},
+			[]FieldError{{"nmae", `did you mean "name"?`}}},
+		{"misspelt key with nothing close", map[string]string{"name": "-", "xyzzy": "bert"},
+			[]FieldError{{"name", "is required"}, {"xyzzy", "unknown field"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkFieldErrors(t, validationErrors(t, yamlSpec(tt.over)), tt.want)
+		})
+	}
+	t.Run("not a mapping at all", func(t *testing.T) {
+		checkFieldErrors(t, validationErrors(t, []byte("- name: bert\n")), []FieldError{{"", "must be a mapping of fields"}})
 	})
 }
 
