@@ -10,8 +10,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/spotwise/spotwise/money"
 )
 
@@ -134,28 +132,14 @@ type Vocabulary interface {
 
 // Parse reads a spec from YAML or JSON, fills defaults and validates it
 // against vocab. The error, if any, is a *ValidationError naming each bad
-// field.
+// field. A YAML stream of several documents is refused: one spec is one
+// job.
 func Parse(data []byte, vocab Vocabulary) (Spec, error) {
+	raw, fe := specJSON(data)
+	if fe != nil {
+		return Spec{}, &ValidationError{Errors: []FieldError{*fe}}
+	}
 	var s Spec
-	if len(data) > MaxSpecBytes {
-		return s, &ValidationError{Errors: []FieldError{{Message: fmt.Sprintf("spec is %d bytes; the limit is %d", len(data), MaxSpecBytes)}}}
-	}
-	if !utf8.Valid(data) {
-		return s, &ValidationError{Errors: []FieldError{{Message: "spec is not UTF-8 text"}}}
-	}
-	raw := bytes.TrimSpace(data)
-	if len(raw) == 0 {
-		return s, &ValidationError{Errors: []FieldError{{Message: "spec is empty"}}}
-	}
-	if raw[0] != '{' {
-		j, err := yaml.YAMLToJSON(raw)
-		if err != nil {
-			return s, &ValidationError{Errors: []FieldError{{Message: "spec is neither valid YAML nor JSON: " + strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")}}}
-		}
-		raw = j
-	} else if !json.Valid(raw) {
-		return s, &ValidationError{Errors: []FieldError{{Message: "spec is not valid JSON"}}}
-	}
 	var d decoder
 	d.decode(raw, reflect.ValueOf(&s).Elem(), "")
 	errs := d.errs
@@ -178,6 +162,37 @@ func Parse(data []byte, vocab Vocabulary) (Spec, error) {
 		return Spec{}, err
 	}
 	return s, nil
+}
+
+// specJSON checks a spec's size and encoding and returns it as JSON, or the
+// one problem that stops it from being read at all.
+func specJSON(data []byte) (json.RawMessage, *FieldError) {
+	if len(data) > MaxSpecBytes {
+		return nil, &FieldError{Message: fmt.Sprintf("spec is %d bytes; the limit is %d", len(data), MaxSpecBytes)}
+	}
+	if !utf8.Valid(data) {
+		return nil, &FieldError{Message: "spec is not UTF-8 text"}
+	}
+	raw := bytes.TrimSpace(data)
+	if len(raw) == 0 {
+		return nil, &FieldError{Message: "spec is empty"}
+	}
+	if raw[0] == '{' {
+		if !json.Valid(raw) {
+			return nil, &FieldError{Message: "spec is not valid JSON"}
+		}
+		return raw, nil
+	}
+	docs, err := Documents(raw)
+	switch {
+	case err != nil:
+		return nil, &FieldError{Message: "spec is neither valid YAML nor JSON: " + err.Error()}
+	case len(docs) == 0:
+		return nil, &FieldError{Message: "spec is empty"}
+	case len(docs) > 1:
+		return nil, &FieldError{Message: fmt.Sprintf("spec has %d YAML documents; submit one job per document (spotwise submit splits a file for you)", len(docs))}
+	}
+	return docs[0], nil
 }
 
 // explicitZeroNodes reports whether a decoded spec's JSON says nodes: 0.

@@ -263,6 +263,15 @@ func TestParseRefusesBadDocuments(t *testing.T) {
 			[]FieldError{{"max_price_per_hour", "write amounts as plain decimals"}}},
 		{"JSON with a leading space", []byte(` {"name": "bert", "resources": {"gpus_per_node": 1}, "work": "6h on V100"}`),
 			[]FieldError{{"command", "give a command, an image, or both"}}},
+		{"only a document marker", []byte("---\n"), []FieldError{{"", "spec is empty"}}},
+		{"only comments", []byte("# nothing here yet\n---\n# nor here\n"), []FieldError{{"", "spec is empty"}}},
+		{"JSON null", []byte("null"), []FieldError{{"", "spec is empty"}}},
+		{"two documents", append(append(yamlSpec(nil), "---\n"...), yamlSpec(map[string]string{"name": "gpt"})...),
+			[]FieldError{{"", "spec has 2 YAML documents; submit one job per document (spotwise submit splits a file for you)"}}},
+		{"a valid document and a bad one", append(yamlSpec(nil), "---\nname: [x\n"...),
+			[]FieldError{{"", "spec is neither valid YAML nor JSON: yaml: line"}}},
+		{"a document and a list", append(yamlSpec(nil), "---\n- a\n"...),
+			[]FieldError{{"", "spec has 2 YAML documents"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
