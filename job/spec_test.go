@@ -160,6 +160,16 @@ func TestParseRefusesBadFields(t *testing.T) {
 			[]FieldError{{"deadline", "must be positive"}}},
 		{"deadline in the distant past", map[string]string{"deadline": "1999-12-31T00:00:00Z"},
 			[]FieldError{{"deadline", "is in the distant past"}}},
+		{"deadline at the zero time", map[string]string{"deadline": "0001-01-01T00:00:00Z"},
+			[]FieldError{{"deadline", "the zero time is not a deadline; leave deadline out for none"}}},
+		{"deadline at the zero time in another zone", map[string]string{"deadline": "0000-12-31T19:00:00-05:00"},
+			[]FieldError{{"deadline", "the zero time is not a deadline"}}},
+		{"deadline just after the zero time", map[string]string{"deadline": "0001-01-01T00:00:01Z"},
+			[]FieldError{{"deadline", "is in the distant past"}}},
+		{"deadline of no time", map[string]string{"deadline": "0s"},
+			[]FieldError{{"deadline", `must be positive, not "0s"; leave deadline out for none`}}},
+		{"deadline of zero days", map[string]string{"deadline": "0d"},
+			[]FieldError{{"deadline", "must be positive"}}},
 
 		// Placement.
 		{"unknown region", map[string]string{"placement": "{regions: [eu-west-1, mars-north-1]}"},
