@@ -30,6 +30,12 @@ const (
 	maxNodes       = 512
 )
 
+// What becomes of a queued job that can no longer meet its deadline.
+const (
+	DeadlineMissExpire = "expire" // end it as expired, with an alert
+	DeadlineMissRun    = "run"    // run it anyway
+)
+
 // Purchase policies: which purchase options a job accepts.
 const (
 	PurchaseSpot     = "spot"      // spot only
@@ -61,6 +67,13 @@ type Spec struct {
 	Resources Resources `json:"resources"`
 	Work      Work      `json:"work"`
 	Deadline  Deadline  `json:"deadline,omitzero"`
+	// DeadlineMiss (on_deadline_miss) says what becomes of a queued job
+	// that can no longer finish by its deadline: expire (the default) ends
+	// it as expired, with an alert; run runs it anyway. It is accepted
+	// without a deadline, where it has no effect. Read it through
+	// OnDeadlineMiss: Normalize stores the default as empty, so specs
+	// written before the field existed keep their hash.
+	DeadlineMiss string `json:"on_deadline_miss,omitempty"`
 
 	// Purchase is spot, on-demand or auto (default).
 	Purchase string `json:"purchase,omitempty"`
@@ -119,6 +132,11 @@ type Checkpoint struct {
 	// MoveOnRebalance moves the job as soon as its provider recommends
 	// rebalancing (elevated interruption risk), before any notice comes.
 	MoveOnRebalance bool `json:"move_on_rebalance,omitempty"`
+	// SkipShortNotice leaves out offers whose interruption notice (30s on
+	// Azure and GCP spot, 120s on AWS) is shorter than Duration, instead of
+	// counting the work an interruption there would lose. It needs a job
+	// that checkpoints.
+	SkipShortNotice bool `json:"skip_short_notice,omitempty"`
 }
 
 // Vocabulary is what a spec is checked against: the GPU types, providers,
@@ -209,12 +227,17 @@ func explicitZeroNodes(raw []byte) bool {
 }
 
 // Normalize fills defaults in place: API version, team, priority, nodes,
-// workload, precision and purchase policy.
+// workload, precision and purchase policy. The default on_deadline_miss is
+// the one it empties instead, as specs that predate the field have it.
 func (s *Spec) Normalize() {
 	// Lower-case first: the precision default depends on the workload.
 	s.Workload = strings.ToLower(s.Workload)
 	s.Precision = strings.ToLower(s.Precision)
 	s.Purchase = strings.ToLower(s.Purchase)
+	s.DeadlineMiss = strings.ToLower(s.DeadlineMiss)
+	if s.DeadlineMiss == DeadlineMissExpire {
+		s.DeadlineMiss = ""
+	}
 	if s.APIVersion == "" {
 		s.APIVersion = APIVersion
 	}
@@ -249,6 +272,15 @@ func (s *Spec) Prio() int {
 		return DefaultPrio
 	}
 	return *s.Priority
+}
+
+// OnDeadlineMiss is what becomes of the job when, still queued, it can no
+// longer finish by its deadline: DeadlineMissExpire or DeadlineMissRun.
+func (s *Spec) OnDeadlineMiss() string {
+	if s.DeadlineMiss == "" {
+		return DeadlineMissExpire
+	}
+	return s.DeadlineMiss
 }
 
 // TotalGPUs is nodes x GPUs per node.

@@ -45,11 +45,29 @@ func TestExamplesParse(t *testing.T) {
 	}
 }
 
-func mustJSON(t *testing.T, v any) []byte {
-	t.Helper()
-	b, err := json.Marshal(v)
+// The spec in the README shows every field; it must be one spotwise takes.
+func TestREADMESpecParses(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "## A job spec\n")
+	_, block, ok2 := strings.Cut(section, "```yaml\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal(`README has no yaml block under "## A job spec"`)
+	}
+	s := mustParse(t, []byte(block))
+	if s.OnDeadlineMiss() != DeadlineMissExpire || !s.Checkpoint.SkipShortNotice {
+		t.Errorf("README spec parses as %s", mustJSON(t, s))
+	}
+}
+
+func mustJSON(tb testing.TB, v any) []byte {
+	tb.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		tb.Fatal(err)
 	}
 	return b
 }
@@ -170,6 +188,10 @@ func TestParseRefusesBadFields(t *testing.T) {
 			[]FieldError{{"deadline", `must be positive, not "0s"; leave deadline out for none`}}},
 		{"deadline of zero days", map[string]string{"deadline": "0d"},
 			[]FieldError{{"deadline", "must be positive"}}},
+		{"bad on_deadline_miss", map[string]string{"on_deadline_miss": "wait"},
+			[]FieldError{{"on_deadline_miss", "must be expire or run"}}},
+		{"on_deadline_miss not text", map[string]string{"on_deadline_miss": "[run]"},
+			[]FieldError{{"on_deadline_miss", "must be text, not a list"}}},
 
 		// Placement.
 		{"unknown region", map[string]string{"placement": "{regions: [eu-west-1, mars-north-1]}"},
@@ -210,6 +232,10 @@ func TestParseRefusesBadFields(t *testing.T) {
 			[]FieldError{{"checkpoint.signal", "must be a signal name such as SIGUSR1"}}},
 		{"negative checkpoint size", map[string]string{"checkpoint": "{size_gb: -1}"},
 			[]FieldError{{"checkpoint.size_gb", "must be between 0 and 100000"}}},
+		{"skip_short_notice for a job that cannot checkpoint", map[string]string{"checkpoint": "{disabled: true, skip_short_notice: true}"},
+			[]FieldError{{"checkpoint.skip_short_notice", "cannot go with checkpoint.disabled: true"}}},
+		{"skip_short_notice not true or false", map[string]string{"checkpoint": "{skip_short_notice: sometimes}"},
+			[]FieldError{{"checkpoint.skip_short_notice", "must be true or false, not text"}}},
 
 		// Names, maps, lists.
 		{"name missing", map[string]string{"name": "-"},
@@ -349,12 +375,13 @@ func TestParseReportsEveryProblemSorted(t *testing.T) {
 			"priority":   "high",
 			"purchase":   "cheap",
 			"resources":  "{gpus_per_node: 0, nodez: 2}",
-			"checkpoint": "{interval: 30s}",
+			"checkpoint": "{interval: 30s, disabled: true, skip_short_notice: true}",
 			"env":        "{EPOCHS: 3}",
 			"placement":  "{regions: [mars-1]}",
 		})
 		checkFieldErrors(t, validationErrors(t, data), []FieldError{
 			{"checkpoint.interval", "must be at least 1m"},
+			{"checkpoint.skip_short_notice", "cannot go with checkpoint.disabled: true"},
 			{"deadline", `"tomorrow" is not a deadline`},
 			{"env.EPOCHS", "must be text, not a number"},
 			{"name", "may hold only letters"},
@@ -449,6 +476,8 @@ checkpoint:
   uri: s3://bucket/bert
   interval: 30m
   duration: 2m
+  skip_short_notice: true
+on_deadline_miss: run
 labels: {project: squad}
 env: {EPOCHS: "3"}
 `
@@ -458,8 +487,8 @@ env: {EPOCHS: "3"}
 "work": {"gpu_hours": 384, "reference_gpu": "V100"}, "deadline": "2026-12-01T19:00:00+01:00",
 "purchase": "spot", "max_price_per_hour": "$3.06",
 "placement": {"regions": ["eu-*"], "geographies": ["eu"]},
-"checkpoint": {"uri": "s3://bucket/bert", "interval": "30m", "duration": "2m"},
-"labels": {"project": "squad"}, "env": {"EPOCHS": "3"}}`
+"checkpoint": {"uri": "s3://bucket/bert", "interval": "30m", "duration": "2m", "skip_short_notice": true},
+"on_deadline_miss": "run", "labels": {"project": "squad"}, "env": {"EPOCHS": "3"}}`
 	ys, js := mustParse(t, []byte(y)), mustParse(t, []byte(j))
 	if ys.Hash() != js.Hash() {
 		t.Errorf("YAML and JSON forms differ:\n yaml %s\n json %s", mustJSON(t, ys), mustJSON(t, js))
@@ -524,6 +553,120 @@ func TestNormalizeFillsDefaults(t *testing.T) {
 	})
 }
 
+// Stored jobs carry the hash of their spec, and a retried submission is
+// matched against it: a spec that was valid before must hash as it did.
+func TestHashOfEarlierSpecsIsUnchanged(t *testing.T) {
+	// Hashes computed before on_deadline_miss and skip_short_notice.
+	tests := []struct {
+		name, spec, hash string
+	}{
+		{"base", string(yamlSpec(nil)), "56d58f8d2b4508985008b5bf67f8ef13"},
+		{"every field", `
+name: bert
+team: nlp
+priority: 200
+command: ["python", "run.py"]
+image: ghcr.io/example/bert:1.4
+workload: fine-tuning
+resources:
+  accelerators: [V100, A100]
+  gpus_per_node: 8
+  nodes: 2
+work: 384 gpu-hours on V100
+deadline: 2026-12-01T18:00:00Z
+purchase: spot
+max_price_per_hour: 3.06
+placement:
+  regions: ["eu-*"]
+  geographies: [eu]
+checkpoint:
+  uri: s3://bucket/bert
+  interval: 30m
+  duration: 2m
+  move_on_rebalance: true
+labels: {project: squad}
+env: {EPOCHS: "3"}
+`, "e902f1b9d2802f8fe2f16531db896bc0"},
+		{"no checkpoints", "name: x\ncommand: [a]\nresources: {gpus_per_node: 1}\nwork: 1h on T4\ndeadline: 10h\ncheckpoint: {disabled: true}\n",
+			"465231544e238167ba5351aef98f5822"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := mustParse(t, []byte(tt.spec))
+			if got := s.Hash(); got != tt.hash {
+				t.Errorf("Hash = %s, want %s, as stored for jobs submitted before", got, tt.hash)
+			}
+		})
+	}
+}
+
+func TestOnDeadlineMiss(t *testing.T) {
+	base := mustParse(t, yamlSpec(nil))
+	tests := []struct {
+		value    string // "-" leaves the field out
+		want     string
+		sameHash bool // as a spec that leaves it out
+	}{
+		{"-", DeadlineMissExpire, true},
+		{"expire", DeadlineMissExpire, true},
+		{"Expire", DeadlineMissExpire, true},
+		{"run", DeadlineMissRun, false},
+		{"RUN", DeadlineMissRun, false},
+		{`""`, DeadlineMissExpire, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			s := mustParse(t, yamlSpec(map[string]string{"on_deadline_miss": tt.value}))
+			if got := s.OnDeadlineMiss(); got != tt.want {
+				t.Errorf("OnDeadlineMiss() = %q, want %q", got, tt.want)
+			}
+			if same := s.Hash() == base.Hash(); same != tt.sameHash {
+				t.Errorf("same hash as a spec without on_deadline_miss: %v, want %v", same, tt.sameHash)
+			}
+			// Stored and read back, the choice stays.
+			again := mustParse(t, mustJSON(t, s))
+			if again.OnDeadlineMiss() != tt.want || again.Hash() != s.Hash() {
+				t.Errorf("through JSON %s: OnDeadlineMiss() = %q, hash changed: %v", mustJSON(t, s), again.OnDeadlineMiss(), again.Hash() != s.Hash())
+			}
+		})
+	}
+	t.Run("accepted without a deadline", func(t *testing.T) {
+		s := mustParse(t, yamlSpec(map[string]string{"on_deadline_miss": "run", "deadline": "-"}))
+		if !s.Deadline.IsZero() || s.OnDeadlineMiss() != DeadlineMissRun {
+			t.Errorf("deadline %+v, on_deadline_miss %q", s.Deadline, s.OnDeadlineMiss())
+		}
+	})
+	t.Run("a spec built in code", func(t *testing.T) {
+		var s Spec
+		if s.OnDeadlineMiss() != DeadlineMissExpire {
+			t.Errorf("OnDeadlineMiss() of an empty spec = %q", s.OnDeadlineMiss())
+		}
+	})
+}
+
+func TestSkipShortNotice(t *testing.T) {
+	tests := []struct {
+		checkpoint string
+		want       bool
+	}{
+		{"{duration: 2m, skip_short_notice: true}", true},
+		{"{skip_short_notice: true}", true},
+		{"{skip_short_notice: false, disabled: true}", false},
+		{"{duration: 2m}", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.checkpoint, func(t *testing.T) {
+			s := mustParse(t, yamlSpec(map[string]string{"checkpoint": tt.checkpoint}))
+			if s.Checkpoint.SkipShortNotice != tt.want {
+				t.Errorf("SkipShortNotice = %v, want %v", s.Checkpoint.SkipShortNotice, tt.want)
+			}
+			if again := mustParse(t, mustJSON(t, s)); again.Checkpoint.SkipShortNotice != tt.want {
+				t.Errorf("SkipShortNotice through JSON = %v", again.Checkpoint.SkipShortNotice)
+			}
+		})
+	}
+}
+
 func TestClass(t *testing.T) {
 	tests := []struct {
 		workload, precision, want string
@@ -565,7 +708,7 @@ func TestHash(t *testing.T) {
 		// Key order and formatting do not matter, defaults written out do
 		// not either.
 		reordered := "work: 6h on V100\nresources:\n  gpus_per_node: 8\n  accelerators: [V100, A100]\n" +
-			"command: [python, train.py]\nname: bert\npriority: 100\nteam: default\npurchase: auto\n"
+			"command: [python, train.py]\nname: bert\npriority: 100\nteam: default\npurchase: auto\non_deadline_miss: expire\n"
 		other := mustParse(t, []byte(reordered))
 		if h := other.Hash(); h != base.Hash() {
 			t.Errorf("reordered spec with defaults written out hashes to %s, want %s", h, base.Hash())
@@ -589,6 +732,8 @@ func TestHash(t *testing.T) {
 		{"label", map[string]string{"labels": "{a: b}"}},
 		{"env", map[string]string{"env": "{A: b}"}},
 		{"checkpoint", map[string]string{"checkpoint": "{duration: 2m}"}},
+		{"on_deadline_miss", map[string]string{"on_deadline_miss": "run"}},
+		{"skip_short_notice", map[string]string{"checkpoint": "{skip_short_notice: true}"}},
 	}
 	seen := map[string]string{base.Hash(): "base"}
 	for _, c := range changes {
