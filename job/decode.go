@@ -51,11 +51,18 @@ func (fe *fieldErrors) add(field, format string, args ...any) {
 	*fe = append(*fe, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
-func (fe fieldErrors) err() error {
+func (fe fieldErrors) err() error { return fe.errAtMost(len(fe)) }
+
+// errAtMost is err listing the first n problems by field, then how many
+// more there are.
+func (fe fieldErrors) errAtMost(n int) error {
 	if len(fe) == 0 {
 		return nil
 	}
 	sort.SliceStable(fe, func(i, j int) bool { return fe[i].Field < fe[j].Field })
+	if more := len(fe) - n; more > 0 {
+		fe = append(fe[:n:n], FieldError{Message: fmt.Sprintf("and %d more problems", more)})
+	}
 	return &ValidationError{Errors: fe}
 }
 
@@ -72,7 +79,7 @@ type decoder struct {
 	errs fieldErrors
 	// broken are paths that did not decode, with everything under them;
 	// for a misspelt key, also the key it was probably meant to be.
-	broken []string
+	broken map[string]bool
 	// partial are mappings some of whose fields did not decode: checks of
 	// the mapping as a whole would judge what is left.
 	partial map[string]bool
@@ -80,17 +87,25 @@ type decoder struct {
 
 func (d *decoder) fail(path, format string, args ...any) {
 	d.errs.add(path, format, args...)
-	d.broken = append(d.broken, path)
+	d.markBroken(path)
+}
+
+func (d *decoder) markBroken(path string) {
+	if d.broken == nil {
+		d.broken = map[string]bool{}
+	}
+	d.broken[path] = true
 }
 
 // follows reports whether a problem validation found in field follows from
-// one already reported by decoding.
+// one already reported by decoding. It looks up the field and each path it
+// lies under, so that it stays cheap for a spec with thousands of problems.
 func (d *decoder) follows(field string) bool {
-	if d.partial[field] {
+	if d.partial[field] || d.broken[""] {
 		return true
 	}
-	for _, b := range d.broken {
-		if b == "" || field == b || strings.HasPrefix(field, b+".") || strings.HasPrefix(field, b+"[") {
+	for i := len(field); i > 0; i-- {
+		if (i == len(field) || field[i] == '.' || field[i] == '[') && d.broken[field[:i]] {
 			return true
 		}
 	}
@@ -145,7 +160,7 @@ func (d *decoder) fields(raw json.RawMessage, v reflect.Value, path string) {
 				continue
 			}
 			d.fail(fp, "unknown field (did you mean %q?)", meant)
-			d.broken = append(d.broken, join(path, meant))
+			d.markBroken(join(path, meant))
 			continue
 		}
 		d.decode(fields[k], v.Field(i), fp)

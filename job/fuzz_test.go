@@ -53,6 +53,8 @@ func FuzzParse(f *testing.F) {
 		base + "deadline: 9999-12-31T23:59:59.999999999Z\n",
 		base + "deadline: 2562047h\n",
 		base + "checkpoint: {interval: 1000000000000h, size_gb: .inf}\n",
+		// Thousands of problems.
+		base + "env: {" + strings.Repeat("A: 1, ", 2000) + "}\ncommand: [" + strings.Repeat("[], ", 2000) + "]\n",
 		// YAML that does not map to JSON plainly.
 		base + "labels: {1: a, true: b, 1.5: c, ~: d}\n",
 		base + "env: &e {A: b}\nlabels: *e\n",

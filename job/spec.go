@@ -28,6 +28,9 @@ const (
 	DefaultPrio    = 100
 	maxGPUsPerNode = 16
 	maxNodes       = 512
+	// maxProblems bounds the problems one refusal lists: a command of
+	// 60,000 numbers would otherwise be answered with megabytes.
+	maxProblems = 100
 )
 
 // What becomes of a queued job that can no longer meet its deadline.
@@ -176,7 +179,7 @@ func Parse(data []byte, vocab Vocabulary) (Spec, error) {
 			}
 		}
 	}
-	if err := errs.err(); err != nil {
+	if err := errs.errAtMost(maxProblems); err != nil {
 		return Spec{}, err
 	}
 	return s, nil

@@ -393,6 +393,19 @@ func TestParseReportsEveryProblemSorted(t *testing.T) {
 			{"work", `"48" is not a duration`},
 		})
 	})
+	t.Run("bounded", func(t *testing.T) {
+		var env strings.Builder
+		for i := range 5000 {
+			fmt.Fprintf(&env, "V%04d: %d, ", i, i)
+		}
+		errs := validationErrors(t, yamlSpec(map[string]string{"env": "{" + env.String() + "}"}))
+		if len(errs) != 101 || errs[0].Field != "env" || errs[1].Field != "env.V0000" {
+			t.Fatalf("%d problems, starting %v", len(errs), errs[:min(3, len(errs))])
+		}
+		if last := errs[100]; last != (FieldError{"", "and 4901 more problems"}) {
+			t.Errorf("last problem = %v, want how many more there are", last)
+		}
+	})
 	t.Run("message", func(t *testing.T) {
 		_, err := Parse(yamlSpec(map[string]string{"name": "-", "purchase": "x"}), vocab)
 		want := "invalid job spec: name: is required; purchase: must be one of spot, on-demand, auto"
@@ -451,6 +464,38 @@ func TestParseReportsWhatDidNotDecodeOnce(t *testing.T) {
 	t.Run("not a mapping at all", func(t *testing.T) {
 		checkFieldErrors(t, validationErrors(t, []byte("- name: bert\n")), []FieldError{{"", "must be a mapping of fields"}})
 	})
+}
+
+// The fuzzer found specs of thousands of problems taking seconds each: the
+// check that a problem follows from another was quadratic. The API parses
+// whatever anyone sends, so a spec of many problems must cost about what a
+// spec of the same size with one problem costs.
+func TestParseIsLinearInProblems(t *testing.T) {
+	if testing.Short() {
+		t.Skip("timing")
+	}
+	env := func(entry string) []byte {
+		var b strings.Builder
+		for i := range 5000 {
+			fmt.Fprintf(&b, entry, i)
+		}
+		return yamlSpec(map[string]string{"env": "{" + b.String() + "}"})
+	}
+	timed := func(data []byte) time.Duration {
+		best := time.Hour
+		for range 2 {
+			start := time.Now()
+			validationErrors(t, data)
+			best = min(best, time.Since(start))
+		}
+		return best
+	}
+	// One problem (too many entries), then 10,001: each key is invalid
+	// and each value is not text.
+	one, many := timed(env("K%05d: v, ")), timed(env("%06d: 1, "))
+	if many > 5*one {
+		t.Errorf("a spec with 10,001 problems took %v to parse, one of the same size with one problem %v", many, one)
+	}
 }
 
 func TestParseYAMLAndJSONAgree(t *testing.T) {
