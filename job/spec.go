@@ -230,8 +230,9 @@ func explicitZeroNodes(raw []byte) bool {
 }
 
 // Normalize fills defaults in place: API version, team, priority, nodes,
-// workload, precision and purchase policy. The default on_deadline_miss is
-// the one it empties instead, as specs that predate the field have it.
+// workload, precision and purchase policy. The default on_deadline_miss
+// (expire) it stores as empty instead, as specs that predate the field
+// have it.
 func (s *Spec) Normalize() {
 	// Lower-case first: the precision default depends on the workload.
 	s.Workload = strings.ToLower(s.Workload)
