@@ -2,6 +2,7 @@ package job
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -52,7 +53,8 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 }
 
 // Deadline is when a job must be done: an absolute time, or a duration
-// counted from submission. Zero means no deadline.
+// counted from submission. Zero means no deadline; a spec leaves deadline out
+// (or empty) for none, since the zero time or "0s" written out is refused.
 type Deadline struct {
 	At     time.Time
 	Within time.Duration
@@ -98,13 +100,21 @@ func (d *Deadline) UnmarshalJSON(b []byte) error {
 		*d = Deadline{}
 		return nil
 	}
+	// The zero values of both forms would read back as "no deadline":
+	// refuse them rather than silently drop a deadline the spec names.
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		if t.IsZero() {
+			return errors.New("the zero time is not a deadline; leave deadline out for none")
+		}
 		*d = Deadline{At: t.UTC()}
 		return nil
 	}
 	v, err := ParseDuration(s)
 	if err != nil {
 		return fmt.Errorf("%q is not a deadline: give a time (2026-12-01T18:00:00Z) or a duration (36h)", s)
+	}
+	if v <= 0 {
+		return fmt.Errorf("must be positive, not %q; leave deadline out for none", s)
 	}
 	*d = Deadline{Within: v}
 	return nil

@@ -108,6 +108,21 @@ func TestDeadlineJSON(t *testing.T) {
 			}
 		})
 	}
+	// Each would read back as no deadline at all.
+	for in, want := range map[string]string{
+		`"0001-01-01T00:00:00Z"`:      "the zero time is not a deadline; leave deadline out for none",
+		`"0001-01-01T01:00:00+01:00"`: "the zero time is not a deadline",
+		`"0s"`:                        `must be positive, not "0s"; leave deadline out for none`,
+		`"0d"`:                        `must be positive, not "0d"`,
+		`"-1h"`:                       `must be positive, not "-1h"`,
+	} {
+		t.Run("refuses "+in, func(t *testing.T) {
+			var d Deadline
+			if err := json.Unmarshal([]byte(in), &d); err == nil || !strings.HasPrefix(err.Error(), want) {
+				t.Errorf("error = %v, want %q", err, want)
+			}
+		})
+	}
 	for _, in := range []string{`12`, `"tomorrow"`, `"12"`, `"2026-12-01"`, `{}`} {
 		t.Run("refuses "+in, func(t *testing.T) {
 			var d Deadline

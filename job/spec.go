@@ -10,8 +10,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/spotwise/spotwise/money"
 )
 
@@ -30,6 +28,15 @@ const (
 	DefaultPrio    = 100
 	maxGPUsPerNode = 16
 	maxNodes       = 512
+	// maxProblems bounds the problems one refusal lists: a command of
+	// 60,000 numbers would otherwise be answered with megabytes.
+	maxProblems = 100
+)
+
+// What becomes of a queued job that can no longer meet its deadline.
+const (
+	DeadlineMissExpire = "expire" // end it as expired, with an alert
+	DeadlineMissRun    = "run"    // run it anyway
 )
 
 // Purchase policies: which purchase options a job accepts.
@@ -63,6 +70,13 @@ type Spec struct {
 	Resources Resources `json:"resources"`
 	Work      Work      `json:"work"`
 	Deadline  Deadline  `json:"deadline,omitzero"`
+	// DeadlineMiss (on_deadline_miss) says what becomes of a queued job
+	// that can no longer finish by its deadline: expire (the default) ends
+	// it as expired, with an alert; run runs it anyway. It is accepted
+	// without a deadline, where it has no effect. Read it through
+	// OnDeadlineMiss: Normalize stores the default as empty, so specs
+	// written before the field existed keep their hash.
+	DeadlineMiss string `json:"on_deadline_miss,omitempty"`
 
 	// Purchase is spot, on-demand or auto (default).
 	Purchase string `json:"purchase,omitempty"`
@@ -121,6 +135,11 @@ type Checkpoint struct {
 	// MoveOnRebalance moves the job as soon as its provider recommends
 	// rebalancing (elevated interruption risk), before any notice comes.
 	MoveOnRebalance bool `json:"move_on_rebalance,omitempty"`
+	// SkipShortNotice leaves out offers whose interruption notice (30s on
+	// Azure and GCP spot, 120s on AWS) is shorter than Duration, instead of
+	// counting the work an interruption there would lose. It needs a job
+	// that checkpoints.
+	SkipShortNotice bool `json:"skip_short_notice,omitempty"`
 }
 
 // Vocabulary is what a spec is checked against: the GPU types, providers,
@@ -134,46 +153,67 @@ type Vocabulary interface {
 
 // Parse reads a spec from YAML or JSON, fills defaults and validates it
 // against vocab. The error, if any, is a *ValidationError naming each bad
-// field.
+// field. A YAML stream of several documents is refused: one spec is one
+// job.
 func Parse(data []byte, vocab Vocabulary) (Spec, error) {
+	raw, fe := specJSON(data)
+	if fe != nil {
+		return Spec{}, &ValidationError{Errors: []FieldError{*fe}}
+	}
 	var s Spec
-	if len(data) > MaxSpecBytes {
-		return s, &ValidationError{Errors: []FieldError{{Message: fmt.Sprintf("spec is %d bytes; the limit is %d", len(data), MaxSpecBytes)}}}
-	}
-	if !utf8.Valid(data) {
-		return s, &ValidationError{Errors: []FieldError{{Message: "spec is not UTF-8 text"}}}
-	}
-	raw := bytes.TrimSpace(data)
-	if len(raw) == 0 {
-		return s, &ValidationError{Errors: []FieldError{{Message: "spec is empty"}}}
-	}
-	if raw[0] != '{' {
-		j, err := yaml.YAMLToJSON(raw)
-		if err != nil {
-			return s, &ValidationError{Errors: []FieldError{{Message: "spec is neither valid YAML nor JSON: " + strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")}}}
-		}
-		raw = j
-	} else if !json.Valid(raw) {
-		return s, &ValidationError{Errors: []FieldError{{Message: "spec is not valid JSON"}}}
-	}
-	var errs fieldErrors
-	decodeStrict(raw, reflect.ValueOf(&s).Elem(), "", &errs)
-	if err := errs.err(); err != nil {
-		return Spec{}, err
-	}
+	var d decoder
+	d.decode(raw, reflect.ValueOf(&s).Elem(), "")
+	errs := d.errs
 	// Normalize reads nodes 0 as "not given"; a spec that says nodes: 0 is
 	// a mistake and must be refused, not silently run on one node.
 	if explicitZeroNodes(raw) {
 		errs.add("resources.nodes", "must be between 1 and %d", maxNodes)
 	}
 	s.Normalize()
+	// Validation sees what decoding left behind: a field that did not
+	// decode is zero, and its "is required" would only repeat the problem.
 	if ve, ok := AsValidationError(s.Validate(vocab)); ok {
-		errs = append(errs, ve.Errors...)
+		for _, fe := range ve.Errors {
+			if !d.follows(fe.Field) {
+				errs = append(errs, fe)
+			}
+		}
 	}
-	if err := errs.err(); err != nil {
+	if err := errs.errAtMost(maxProblems); err != nil {
 		return Spec{}, err
 	}
 	return s, nil
+}
+
+// specJSON checks a spec's size and encoding and returns it as JSON, or the
+// one problem that stops it from being read at all.
+func specJSON(data []byte) (json.RawMessage, *FieldError) {
+	if len(data) > MaxSpecBytes {
+		return nil, &FieldError{Message: fmt.Sprintf("spec is %d bytes; the limit is %d", len(data), MaxSpecBytes)}
+	}
+	if !utf8.Valid(data) {
+		return nil, &FieldError{Message: "spec is not UTF-8 text"}
+	}
+	raw := bytes.TrimSpace(data)
+	if len(raw) == 0 {
+		return nil, &FieldError{Message: "spec is empty"}
+	}
+	if raw[0] == '{' {
+		if !json.Valid(raw) {
+			return nil, &FieldError{Message: "spec is not valid JSON"}
+		}
+		return raw, nil
+	}
+	docs, err := Documents(raw)
+	switch {
+	case err != nil:
+		return nil, &FieldError{Message: "spec is neither valid YAML nor JSON: " + err.Error()}
+	case len(docs) == 0:
+		return nil, &FieldError{Message: "spec is empty"}
+	case len(docs) > 1:
+		return nil, &FieldError{Message: fmt.Sprintf("spec has %d YAML documents; submit one job per document (spotwise submit splits a file for you)", len(docs))}
+	}
+	return docs[0], nil
 }
 
 // explicitZeroNodes reports whether a decoded spec's JSON says nodes: 0.
@@ -190,12 +230,18 @@ func explicitZeroNodes(raw []byte) bool {
 }
 
 // Normalize fills defaults in place: API version, team, priority, nodes,
-// workload, precision and purchase policy.
+// workload, precision and purchase policy. The default on_deadline_miss
+// (expire) it stores as empty instead, as specs that predate the field
+// have it.
 func (s *Spec) Normalize() {
 	// Lower-case first: the precision default depends on the workload.
 	s.Workload = strings.ToLower(s.Workload)
 	s.Precision = strings.ToLower(s.Precision)
 	s.Purchase = strings.ToLower(s.Purchase)
+	s.DeadlineMiss = strings.ToLower(s.DeadlineMiss)
+	if s.DeadlineMiss == DeadlineMissExpire {
+		s.DeadlineMiss = ""
+	}
 	if s.APIVersion == "" {
 		s.APIVersion = APIVersion
 	}
@@ -230,6 +276,15 @@ func (s *Spec) Prio() int {
 		return DefaultPrio
 	}
 	return *s.Priority
+}
+
+// OnDeadlineMiss is what becomes of the job when, still queued, it can no
+// longer finish by its deadline: DeadlineMissExpire or DeadlineMissRun.
+func (s *Spec) OnDeadlineMiss() string {
+	if s.DeadlineMiss == "" {
+		return DeadlineMissExpire
+	}
+	return s.DeadlineMiss
 }
 
 // TotalGPUs is nodes x GPUs per node.

@@ -45,11 +45,29 @@ func TestExamplesParse(t *testing.T) {
 	}
 }
 
-func mustJSON(t *testing.T, v any) []byte {
-	t.Helper()
-	b, err := json.Marshal(v)
+// The spec in the README shows every field; it must be one spotwise takes.
+func TestREADMESpecParses(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "## A job spec\n")
+	_, block, ok2 := strings.Cut(section, "```yaml\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal(`README has no yaml block under "## A job spec"`)
+	}
+	s := mustParse(t, []byte(block))
+	if s.OnDeadlineMiss() != DeadlineMissExpire || !s.Checkpoint.SkipShortNotice {
+		t.Errorf("README spec parses as %s", mustJSON(t, s))
+	}
+}
+
+func mustJSON(tb testing.TB, v any) []byte {
+	tb.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		tb.Fatal(err)
 	}
 	return b
 }
@@ -80,6 +98,12 @@ func TestParseRefusesBadFields(t *testing.T) {
 			[]FieldError{{"priority", "must be a whole number, not text"}}},
 		{"text for a list", map[string]string{"command": "python train.py"},
 			[]FieldError{{"command", "must be a list, not text"}}},
+		{"mapping in a list of text", map[string]string{"command": "[python, {epochs: 3}]"},
+			[]FieldError{{"command[1]", "must be text, not a mapping"}}},
+		{"numbers for env values", map[string]string{"env": "{EPOCHS: 3, LR: 0.1, NAME: x}"},
+			[]FieldError{{"env.EPOCHS", "must be text, not a number"}, {"env.LR", "must be text, not a number"}}},
+		{"number in a list of regions", map[string]string{"placement": "{regions: [eu-west-1, 7, [x]]}"},
+			[]FieldError{{"placement.regions[1]", "must be text, not a number"}, {"placement.regions[2]", "must be text, not a list"}}},
 		{"list for a mapping", map[string]string{"labels": "[a, b]"},
 			[]FieldError{{"labels", "must be a mapping, not a list"}}},
 		{"number for a mapping of fields", map[string]string{"resources": "8"},
@@ -154,6 +178,20 @@ func TestParseRefusesBadFields(t *testing.T) {
 			[]FieldError{{"deadline", "must be positive"}}},
 		{"deadline in the distant past", map[string]string{"deadline": "1999-12-31T00:00:00Z"},
 			[]FieldError{{"deadline", "is in the distant past"}}},
+		{"deadline at the zero time", map[string]string{"deadline": "0001-01-01T00:00:00Z"},
+			[]FieldError{{"deadline", "the zero time is not a deadline; leave deadline out for none"}}},
+		{"deadline at the zero time in another zone", map[string]string{"deadline": "0000-12-31T19:00:00-05:00"},
+			[]FieldError{{"deadline", "the zero time is not a deadline"}}},
+		{"deadline just after the zero time", map[string]string{"deadline": "0001-01-01T00:00:01Z"},
+			[]FieldError{{"deadline", "is in the distant past"}}},
+		{"deadline of no time", map[string]string{"deadline": "0s"},
+			[]FieldError{{"deadline", `must be positive, not "0s"; leave deadline out for none`}}},
+		{"deadline of zero days", map[string]string{"deadline": "0d"},
+			[]FieldError{{"deadline", "must be positive"}}},
+		{"bad on_deadline_miss", map[string]string{"on_deadline_miss": "wait"},
+			[]FieldError{{"on_deadline_miss", "must be expire or run"}}},
+		{"on_deadline_miss not text", map[string]string{"on_deadline_miss": "[run]"},
+			[]FieldError{{"on_deadline_miss", "must be text, not a list"}}},
 
 		// Placement.
 		{"unknown region", map[string]string{"placement": "{regions: [eu-west-1, mars-north-1]}"},
@@ -194,6 +232,10 @@ func TestParseRefusesBadFields(t *testing.T) {
 			[]FieldError{{"checkpoint.signal", "must be a signal name such as SIGUSR1"}}},
 		{"negative checkpoint size", map[string]string{"checkpoint": "{size_gb: -1}"},
 			[]FieldError{{"checkpoint.size_gb", "must be between 0 and 100000"}}},
+		{"skip_short_notice for a job that cannot checkpoint", map[string]string{"checkpoint": "{disabled: true, skip_short_notice: true}"},
+			[]FieldError{{"checkpoint.skip_short_notice", "cannot go with checkpoint.disabled: true"}}},
+		{"skip_short_notice not true or false", map[string]string{"checkpoint": "{skip_short_notice: sometimes}"},
+			[]FieldError{{"checkpoint.skip_short_notice", "must be true or false, not text"}}},
 
 		// Names, maps, lists.
 		{"name missing", map[string]string{"name": "-"},
@@ -257,6 +299,15 @@ func TestParseRefusesBadDocuments(t *testing.T) {
 			[]FieldError{{"max_price_per_hour", "write amounts as plain decimals"}}},
 		{"JSON with a leading space", []byte(` {"name": "bert", "resources": {"gpus_per_node": 1}, "work": "6h on V100"}`),
 			[]FieldError{{"command", "give a command, an image, or both"}}},
+		{"only a document marker", []byte("---\n"), []FieldError{{"", "spec is empty"}}},
+		{"only comments", []byte("# nothing here yet\n---\n# nor here\n"), []FieldError{{"", "spec is empty"}}},
+		{"JSON null", []byte("null"), []FieldError{{"", "spec is empty"}}},
+		{"two documents", append(append(yamlSpec(nil), "---\n"...), yamlSpec(map[string]string{"name": "gpt"})...),
+			[]FieldError{{"", "spec has 2 YAML documents; submit one job per document (spotwise submit splits a file for you)"}}},
+		{"a valid document and a bad one", append(yamlSpec(nil), "---\nname: [x\n"...),
+			[]FieldError{{"", "spec is neither valid YAML nor JSON: yaml: line"}}},
+		{"a document and a list", append(yamlSpec(nil), "---\n- a\n"...),
+			[]FieldError{{"", "spec has 2 YAML documents"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -314,6 +365,47 @@ func TestParseReportsEveryProblemSorted(t *testing.T) {
 			{"zzz", "unknown field"},
 		})
 	})
+	t.Run("decoding and validation together", func(t *testing.T) {
+		// A field that does not decode must not hide the problems of the
+		// others, whichever stage finds them.
+		data := yamlSpec(map[string]string{
+			"work":       "48 on V100",
+			"deadline":   "tomorrow",
+			"name":       `"my job"`,
+			"priority":   "high",
+			"purchase":   "cheap",
+			"resources":  "{gpus_per_node: 0, nodez: 2}",
+			"checkpoint": "{interval: 30s, disabled: true, skip_short_notice: true}",
+			"env":        "{EPOCHS: 3}",
+			"placement":  "{regions: [mars-1]}",
+		})
+		checkFieldErrors(t, validationErrors(t, data), []FieldError{
+			{"checkpoint.interval", "must be at least 1m"},
+			{"checkpoint.skip_short_notice", "cannot go with checkpoint.disabled: true"},
+			{"deadline", `"tomorrow" is not a deadline`},
+			{"env.EPOCHS", "must be text, not a number"},
+			{"name", "may hold only letters"},
+			{"placement.regions[0]", `unknown region "mars-1"`},
+			{"priority", "must be a whole number, not text"},
+			{"purchase", "must be one of"},
+			{"resources.gpus_per_node", "must be between 1 and 16"},
+			{"resources.nodez", `unknown field (did you mean "nodes"?)`},
+			{"work", `"48" is not a duration`},
+		})
+	})
+	t.Run("bounded", func(t *testing.T) {
+		var env strings.Builder
+		for i := range 5000 {
+			fmt.Fprintf(&env, "V%04d: %d, ", i, i)
+		}
+		errs := validationErrors(t, yamlSpec(map[string]string{"env": "{" + env.String() + "}"}))
+		if len(errs) != 101 || errs[0].Field != "env" || errs[1].Field != "env.V0000" {
+			t.Fatalf("%d problems, starting %v", len(errs), errs[:min(3, len(errs))])
+		}
+		if last := errs[100]; last != (FieldError{"", "and 4901 more problems"}) {
+			t.Errorf("last problem = %v, want how many more there are", last)
+		}
+	})
 	t.Run("message", func(t *testing.T) {
 		_, err := Parse(yamlSpec(map[string]string{"name": "-", "purchase": "x"}), vocab)
 		want := "invalid job spec: name: is required; purchase: must be one of spot, on-demand, auto"
@@ -333,8 +425,81 @@ func TestParseReportsEveryProblemSorted(t *testing.T) {
 	})
 }
 
-func TestParseYAMLAndJSONAgree(t *testing.T) {
-	y := `
+// A field that does not decode is left zero; validation must not then say
+// it is missing or out of range, or judge its mapping by what is left.
+func TestParseReportsWhatDidNotDecodeOnce(t *testing.T) {
+	tests := []struct {
+		name string
+		over map[string]string
+		want []FieldError
+	}{
+		{"work short form", map[string]string{"work": "six hours on V100"},
+			[]FieldError{{"work", `"six hours" is not a duration`}}},
+		{"work not text or a mapping", map[string]string{"work": "48"},
+			[]FieldError{{"work", `must be text such as "48h on V100" or "384 gpu-hours on V100", or a mapping`}}},
+		{"work mapping with a misspelt key", map[string]string{"work": "{duraton: 6h, reference_gpu: V100}"},
+			[]FieldError{{"work.duraton", `did you mean "duration"?`}}},
+		{"work mapping with a bad duration", map[string]string{"work": "{duration: 6, reference_gpu: V101}"},
+			[]FieldError{{"work.duration", "is not a duration"}, {"work.reference_gpu", `unknown GPU type "V101"`}}},
+		{"misspelt gpus_per_node", map[string]string{"resources": "{gpus_per_nodes: 8}"},
+			[]FieldError{{"resources.gpus_per_nodes", `did you mean "gpus_per_node"?`}}},
+		{"gpus_per_node as text", map[string]string{"resources": "{gpus_per_node: eight, nodes: 600}"},
+			[]FieldError{{"resources.gpus_per_node", "must be a whole number, not text"}, {"resources.nodes", "must be between 1 and 512"}}},
+		{"resources not a mapping", map[string]string{"resources": "8"},
+			[]FieldError{{"resources", "must be a mapping of fields"}}},
+		{"command as text", map[string]string{"command": "python train.py"},
+			[]FieldError{{"command", "must be a list, not text"}}},
+		{"name as a list", map[string]string{"name": "[bert]"},
+			[]FieldError{{"name", "must be text, not a list"}}},
+		{"misspelt name", map[string]string{"name": "-", "nmae": "bert"},
+			[]FieldError{{"nmae", `did you mean "name"?`}}},
+		{"misspelt key with nothing close", map[string]string{"name": "-", "xyzzy": "bert"},
+			[]FieldError{{"name", "is required"}, {"xyzzy", "unknown field"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkFieldErrors(t, validationErrors(t, yamlSpec(tt.over)), tt.want)
+		})
+	}
+	t.Run("not a mapping at all", func(t *testing.T) {
+		checkFieldErrors(t, validationErrors(t, []byte("- name: bert\n")), []FieldError{{"", "must be a mapping of fields"}})
+	})
+}
+
+// The fuzzer found specs of thousands of problems taking seconds each: the
+// check that a problem follows from another was quadratic. The API parses
+// whatever anyone sends, so a spec of many problems must cost about what a
+// spec of the same size with one problem costs.
+func TestParseIsLinearInProblems(t *testing.T) {
+	if testing.Short() {
+		t.Skip("timing")
+	}
+	env := func(entry string) []byte {
+		var b strings.Builder
+		for i := range 5000 {
+			fmt.Fprintf(&b, entry, i)
+		}
+		return yamlSpec(map[string]string{"env": "{" + b.String() + "}"})
+	}
+	timed := func(data []byte) time.Duration {
+		best := time.Hour
+		for range 2 {
+			start := time.Now()
+			validationErrors(t, data)
+			best = min(best, time.Since(start))
+		}
+		return best
+	}
+	// One problem (too many entries), then 10,001: each key is invalid
+	// and each value is not text.
+	one, many := timed(env("K%05d: v, ")), timed(env("%06d: 1, "))
+	if many > 5*one {
+		t.Errorf("a spec with 10,001 problems took %v to parse, one of the same size with one problem %v", many, one)
+	}
+}
+
+// everyField is a spec that sets most fields, as YAML.
+const everyField = `
 name: bert
 team: nlp
 priority: 200
@@ -359,14 +524,17 @@ checkpoint:
 labels: {project: squad}
 env: {EPOCHS: "3"}
 `
+
+func TestParseYAMLAndJSONAgree(t *testing.T) {
+	y := strings.Replace(everyField, "  duration: 2m\n", "  duration: 2m\n  skip_short_notice: true\n", 1) + "on_deadline_miss: run\n"
 	j := `{"name": "bert", "team": "nlp", "priority": 200, "command": ["python", "run.py"],
 "image": "ghcr.io/example/bert:1.4", "workload": "fine-tuning",
 "resources": {"accelerators": ["V100", "A100"], "gpus_per_node": 8, "nodes": 2},
 "work": {"gpu_hours": 384, "reference_gpu": "V100"}, "deadline": "2026-12-01T19:00:00+01:00",
 "purchase": "spot", "max_price_per_hour": "$3.06",
 "placement": {"regions": ["eu-*"], "geographies": ["eu"]},
-"checkpoint": {"uri": "s3://bucket/bert", "interval": "30m", "duration": "2m"},
-"labels": {"project": "squad"}, "env": {"EPOCHS": "3"}}`
+"checkpoint": {"uri": "s3://bucket/bert", "interval": "30m", "duration": "2m", "skip_short_notice": true},
+"on_deadline_miss": "run", "labels": {"project": "squad"}, "env": {"EPOCHS": "3"}}`
 	ys, js := mustParse(t, []byte(y)), mustParse(t, []byte(j))
 	if ys.Hash() != js.Hash() {
 		t.Errorf("YAML and JSON forms differ:\n yaml %s\n json %s", mustJSON(t, ys), mustJSON(t, js))
@@ -431,6 +599,97 @@ func TestNormalizeFillsDefaults(t *testing.T) {
 	})
 }
 
+// Stored jobs carry the hash of their spec, and a retried submission is
+// matched against it: a spec that was valid before must hash as it did.
+func TestHashOfEarlierSpecsIsUnchanged(t *testing.T) {
+	// Hashes computed before on_deadline_miss and skip_short_notice.
+	tests := []struct {
+		name, spec, hash string
+	}{
+		{"base", string(yamlSpec(nil)), "56d58f8d2b4508985008b5bf67f8ef13"},
+		{"every field", everyField, "a2d41cf0de0f3c7425215d427e31257f"},
+		{"every field and move_on_rebalance", strings.Replace(everyField, "  duration: 2m\n", "  duration: 2m\n  move_on_rebalance: true\n", 1),
+			"e902f1b9d2802f8fe2f16531db896bc0"},
+		{"no checkpoints", "name: x\ncommand: [a]\nresources: {gpus_per_node: 1}\nwork: 1h on T4\ndeadline: 10h\ncheckpoint: {disabled: true}\n",
+			"465231544e238167ba5351aef98f5822"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := mustParse(t, []byte(tt.spec))
+			if got := s.Hash(); got != tt.hash {
+				t.Errorf("Hash = %s, want %s, as stored for jobs submitted before", got, tt.hash)
+			}
+		})
+	}
+}
+
+func TestOnDeadlineMiss(t *testing.T) {
+	base := mustParse(t, yamlSpec(nil))
+	tests := []struct {
+		value    string // "-" leaves the field out
+		want     string
+		sameHash bool // as a spec that leaves it out
+	}{
+		{"-", DeadlineMissExpire, true},
+		{"expire", DeadlineMissExpire, true},
+		{"Expire", DeadlineMissExpire, true},
+		{"run", DeadlineMissRun, false},
+		{"RUN", DeadlineMissRun, false},
+		{`""`, DeadlineMissExpire, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			s := mustParse(t, yamlSpec(map[string]string{"on_deadline_miss": tt.value}))
+			if got := s.OnDeadlineMiss(); got != tt.want {
+				t.Errorf("OnDeadlineMiss() = %q, want %q", got, tt.want)
+			}
+			if same := s.Hash() == base.Hash(); same != tt.sameHash {
+				t.Errorf("same hash as a spec without on_deadline_miss: %v, want %v", same, tt.sameHash)
+			}
+			// Stored and read back, the choice stays.
+			again := mustParse(t, mustJSON(t, s))
+			if again.OnDeadlineMiss() != tt.want || again.Hash() != s.Hash() {
+				t.Errorf("through JSON %s: OnDeadlineMiss() = %q, hash changed: %v", mustJSON(t, s), again.OnDeadlineMiss(), again.Hash() != s.Hash())
+			}
+		})
+	}
+	t.Run("accepted without a deadline", func(t *testing.T) {
+		s := mustParse(t, yamlSpec(map[string]string{"on_deadline_miss": "run", "deadline": "-"}))
+		if !s.Deadline.IsZero() || s.OnDeadlineMiss() != DeadlineMissRun {
+			t.Errorf("deadline %+v, on_deadline_miss %q", s.Deadline, s.OnDeadlineMiss())
+		}
+	})
+	t.Run("a spec built in code", func(t *testing.T) {
+		var s Spec
+		if s.OnDeadlineMiss() != DeadlineMissExpire {
+			t.Errorf("OnDeadlineMiss() of an empty spec = %q", s.OnDeadlineMiss())
+		}
+	})
+}
+
+func TestSkipShortNotice(t *testing.T) {
+	tests := []struct {
+		checkpoint string
+		want       bool
+	}{
+		{"{duration: 2m, skip_short_notice: true}", true},
+		{"{skip_short_notice: true}", true},
+		{"{skip_short_notice: false, disabled: true}", false},
+		{"{duration: 2m}", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.checkpoint, func(t *testing.T) {
+			s := mustParse(t, yamlSpec(map[string]string{"checkpoint": tt.checkpoint}))
+			if s.Checkpoint.SkipShortNotice != tt.want {
+				t.Errorf("SkipShortNotice = %v, want %v", s.Checkpoint.SkipShortNotice, tt.want)
+			}
+			if again := mustParse(t, mustJSON(t, s)); again.Checkpoint.SkipShortNotice != tt.want {
+				t.Errorf("SkipShortNotice through JSON = %v", again.Checkpoint.SkipShortNotice)
+			}
+		})
+	}
+}
+
 func TestClass(t *testing.T) {
 	tests := []struct {
 		workload, precision, want string
@@ -472,7 +731,7 @@ func TestHash(t *testing.T) {
 		// Key order and formatting do not matter, defaults written out do
 		// not either.
 		reordered := "work: 6h on V100\nresources:\n  gpus_per_node: 8\n  accelerators: [V100, A100]\n" +
-			"command: [python, train.py]\nname: bert\npriority: 100\nteam: default\npurchase: auto\n"
+			"command: [python, train.py]\nname: bert\npriority: 100\nteam: default\npurchase: auto\non_deadline_miss: expire\n"
 		other := mustParse(t, []byte(reordered))
 		if h := other.Hash(); h != base.Hash() {
 			t.Errorf("reordered spec with defaults written out hashes to %s, want %s", h, base.Hash())
@@ -496,6 +755,8 @@ func TestHash(t *testing.T) {
 		{"label", map[string]string{"labels": "{a: b}"}},
 		{"env", map[string]string{"env": "{A: b}"}},
 		{"checkpoint", map[string]string{"checkpoint": "{duration: 2m}"}},
+		{"on_deadline_miss", map[string]string{"on_deadline_miss": "run"}},
+		{"skip_short_notice", map[string]string{"checkpoint": "{skip_short_notice: true}"}},
 	}
 	seen := map[string]string{base.Hash(): "base"}
 	for _, c := range changes {

@@ -21,6 +21,7 @@ var (
 	workloads  = []string{"training", "fine-tuning", "inference", "batch-inference"}
 	precisions = []string{"fp32", "tf32", "fp16", "bf16", "fp8", "int8"}
 	purchases  = []string{PurchaseSpot, PurchaseOnDemand, PurchaseAuto}
+	misses     = []string{DeadlineMissExpire, DeadlineMissRun}
 )
 
 // maxPrice is a sanity cap: no GPU instance costs $1,000 an hour.
@@ -58,6 +59,9 @@ func (s *Spec) Validate(vocab Vocabulary) error {
 	}
 	if s.Deadline.Within < 0 {
 		e.add("deadline", "must be positive")
+	}
+	if !slices.Contains(misses, s.OnDeadlineMiss()) {
+		e.add("on_deadline_miss", "must be %s", strings.Join(misses, " or "))
 	}
 	if !slices.Contains(purchases, s.Purchase) {
 		e.add("purchase", "must be one of %s", strings.Join(purchases, ", "))
@@ -190,6 +194,9 @@ func (s *Spec) validateCheckpoint(e *fieldErrors) {
 		e.add("checkpoint.signal", "must be a signal name such as SIGUSR1")
 	}
 	checkList(e, "checkpoint.command", c.Command)
+	if c.SkipShortNotice && c.Disabled {
+		e.add("checkpoint.skip_short_notice", "cannot go with checkpoint.disabled: true; a job that does not checkpoint has nothing to fit in the notice window")
+	}
 }
 
 func checkName(e *fieldErrors, field, v string, required bool) {

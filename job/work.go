@@ -1,7 +1,9 @@
 package job
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -63,12 +65,16 @@ type workFields Work
 
 // UnmarshalJSON accepts the mapping or the short sentence.
 func (w *Work) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
+	b = bytes.TrimSpace(b)
+	switch {
+	case len(b) > 0 && b[0] == '"':
 		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
 		}
 		return w.parseShort(s)
+	case len(b) > 0 && b[0] != '{' && string(b) != "null":
+		return errors.New(`must be text such as "48h on V100" or "384 gpu-hours on V100", or a mapping`)
 	}
 	var f workFields
 	dec := json.NewDecoder(strings.NewReader(string(b)))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,7 +24,13 @@ func newSubmitCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "submit FILE...",
 		Short: "Submit job specs (YAML or JSON; - reads standard input)",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `Submit job specs (YAML or JSON; - reads standard input).
+
+A YAML file of several documents (separated by ---) is split: each document
+is submitted as its own job and reported as FILE[N], N counting the file's
+specs from 1. Every spec is tried; if any is refused, the command says which
+and why, and exits non-zero.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client()
 			if err != nil {
@@ -32,47 +39,153 @@ func newSubmitCmd() *cobra.Command {
 			if key != "" && len(args) > 1 {
 				return fmt.Errorf("--idempotency-key applies to one spec; submit one file at a time")
 			}
-			out := cmd.OutOrStdout()
+			var specs []specDoc
 			for _, path := range args {
 				data, ctype, err := readSpec(cmd.InOrStdin(), path)
 				if err != nil {
 					return err
 				}
-				v, created, err := c.Submit(cmd.Context(), data, ctype, key)
+				docs, err := splitSpec(path, data, ctype, key)
 				if err != nil {
-					return fmt.Errorf("%s: %w", path, err)
+					return err
 				}
-				if wait {
-					if v, err = waitDone(cmd, c, v.ID); err != nil {
-						return err
-					}
-				}
-				if cf.output == "json" {
-					if err := writeJSON(out, v); err != nil {
-						return err
-					}
-					continue
-				}
-				verb := "submitted"
-				if !created {
-					verb = "already submitted"
-				}
-				fmt.Fprintf(out, "%s %s (%s): %s\n", verb, v.ID, v.Name, v.State)
-				if wait {
-					printJob(out, v)
-				}
+				specs = append(specs, docs...)
 			}
-			if cf.output == "table" && !wait {
-				fmt.Fprintln(out, "follow it with: spotwise jobs   or   spotwise job <id>")
-			}
-			return nil
+			return submitAll(cmd, c, cf.output, wait, specs)
 		},
 	}
 	cf.register(cmd)
-	cmd.Flags().StringVar(&key, "idempotency-key", "", "retrying with the same key returns the job the first submission created")
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the job finishes")
+	cmd.Flags().StringVar(&key, "idempotency-key", "", "retrying with the same key returns the job the first submission created; "+
+		"the Nth spec of a file of several documents gets key <key>-N")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the jobs finish")
 	return cmd
 }
+
+// specDoc is one spec to submit: a whole file, or one document of it.
+type specDoc struct {
+	label string // the file, or FILE[N] for its Nth document
+	data  []byte
+	ctype string
+	key   string
+	// doc is set for one document of several, reported with its label.
+	doc bool
+}
+
+// splitSpec makes one submission per YAML document of a file. A file of one
+// document (JSON is one), or text that is not YAML, goes as it is, so the
+// server says what is wrong with it; the server refuses a file of several
+// documents, since each is a job of its own.
+func splitSpec(path string, data []byte, ctype, key string) ([]specDoc, error) {
+	whole := []specDoc{{label: path, data: data, ctype: ctype, key: key}}
+	docs, err := job.Documents(data)
+	if err != nil {
+		if len(data) > job.MaxSpecBytes {
+			// The server would only say the file is too large.
+			return nil, fmt.Errorf("%s is not valid YAML: %w", path, err)
+		}
+		return whole, nil
+	}
+	if len(docs) < 2 {
+		return whole, nil
+	}
+	name := path
+	if path == "-" {
+		name = "stdin"
+	}
+	out := make([]specDoc, len(docs))
+	for i, d := range docs {
+		out[i] = specDoc{label: fmt.Sprintf("%s[%d]", name, i+1), data: d, ctype: "application/json", doc: true}
+		if key != "" {
+			out[i].key = fmt.Sprintf("%s-%d", key, i+1)
+		}
+	}
+	return out, nil
+}
+
+// submitAll submits every spec and reports each. A spec the server refuses
+// does not stop the others; the error at the end counts them. With one spec
+// alone, its error is returned as it is.
+func submitAll(cmd *cobra.Command, c *api.Client, output string, wait bool, specs []specDoc) error {
+	out := cmd.OutOrStdout()
+	type submitted struct {
+		spec    specDoc
+		v       *api.JobView
+		created bool
+	}
+	var done []submitted
+	refused := 0
+	report := func(s submitted) error {
+		if output == "json" {
+			return writeJSON(out, s.v)
+		}
+		verb := "submitted"
+		if !s.created {
+			verb = "already submitted"
+		}
+		if s.spec.doc {
+			verb = s.spec.label + ": " + verb
+		}
+		fmt.Fprintf(out, "%s %s (%s): %s\n", verb, s.v.ID, s.v.Name, s.v.State)
+		if wait {
+			printJob(out, s.v)
+		}
+		return nil
+	}
+	for _, sp := range specs {
+		v, created, err := c.Submit(cmd.Context(), sp.data, sp.ctype, sp.key)
+		if err != nil {
+			var ae *api.Error
+			if len(specs) == 1 || !errors.As(err, &ae) || ae.Status >= 500 {
+				return fmt.Errorf("%s: %w", sp.label, err)
+			}
+			refused++
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s: refused: %s\n", sp.label, refusal(ae))
+			continue
+		}
+		s := submitted{sp, v, created}
+		if wait {
+			// Report once finished; the others are submitted first, so
+			// they run side by side.
+			done = append(done, s)
+			continue
+		}
+		if err := report(s); err != nil {
+			return err
+		}
+	}
+	for _, s := range done {
+		var err error
+		if s.v, err = waitDone(cmd, c, s.v.ID); err != nil {
+			return err
+		}
+		if err := report(s); err != nil {
+			return err
+		}
+	}
+	if output == "table" && !wait && refused < len(specs) {
+		fmt.Fprintln(out, "follow it with: spotwise jobs   or   spotwise job <id>")
+	}
+	if refused > 0 {
+		return fmt.Errorf("%d of %d job specs refused", refused, len(specs))
+	}
+	return nil
+}
+
+// refusal says in one line why the server refused a spec.
+func refusal(e *api.Error) string {
+	if len(e.Fields) == 0 {
+		return e.Message
+	}
+	parts := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		parts[i] = f.Error()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// maxStdinBytes bounds what submit reads from standard input: enough for
+// a file of many specs, which it splits before anything is sent.
+const maxStdinBytes = 64 << 20
 
 // readSpec reads a spec file (or standard input for "-") and picks the
 // content type from its name.
@@ -80,7 +193,10 @@ func readSpec(stdin io.Reader, path string) ([]byte, string, error) {
 	var data []byte
 	var err error
 	if path == "-" {
-		data, err = io.ReadAll(io.LimitReader(stdin, api.MaxBodyBytes+1))
+		data, err = io.ReadAll(io.LimitReader(stdin, maxStdinBytes+1))
+		if err == nil && len(data) > maxStdinBytes {
+			err = fmt.Errorf("standard input is larger than %d MiB", maxStdinBytes>>20)
+		}
 	} else {
 		data, err = os.ReadFile(path)
 	}
