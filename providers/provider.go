@@ -2,8 +2,6 @@ package providers
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/spotwise/spotwise/money"
@@ -165,24 +163,3 @@ type Event struct {
 	Deadline time.Time `json:"deadline,omitzero"`
 	Reason   string    `json:"reason,omitempty"`
 }
-
-// InsufficientCapacityError says an offer could not be served right now; the
-// scheduler marks it unavailable for a while and falls through to the next.
-type InsufficientCapacityError struct {
-	OfferID string
-	Reason  string
-}
-
-func (e *InsufficientCapacityError) Error() string {
-	return fmt.Sprintf("insufficient capacity for %s: %s", e.OfferID, e.Reason)
-}
-
-// IsInsufficientCapacity reports whether err, or an error it wraps, is an
-// *InsufficientCapacityError.
-func IsInsufficientCapacity(err error) bool {
-	var ice *InsufficientCapacityError
-	return errors.As(err, &ice)
-}
-
-// ErrUnknownOffer is returned by Launch for an offer the provider does not sell.
-var ErrUnknownOffer = errors.New("unknown offer")
