@@ -16,6 +16,9 @@ type Outcome struct {
 	// Account (refusals): the account's setup is wrong; operators are
 	// alerted.
 	Account bool
+	// Lasts (capacity): how long the lack is expected to last; a provider
+	// turns it into For with its configured TTL (Lasting.TTL).
+	Lasts Lasting
 	// For (capacity): how long the scope stays out.
 	For time.Duration
 	// Advice says what a user or operator can do about it; it leads the
@@ -24,25 +27,30 @@ type Outcome struct {
 }
 
 // Err is the outcome as Launch returns it for offerID: an
-// *InsufficientCapacityError or a *LaunchRefusedError whose Reason is the
-// advice followed by the cloud's code and message (trimmed: a cloud's
-// message is for reading, never a request body).
+// *InsufficientCapacityError or a *LaunchRefusedError with Reason's
+// reason.
 func (oc Outcome) Err(offerID, code, message string) error {
-	said := code
-	if m := TrimMessage(message); m != "" {
-		said = strings.TrimPrefix(code+": "+m, ": ")
-	}
-	reason := said
-	if oc.Advice != "" {
-		reason = oc.Advice
-		if said != "" {
-			reason += " (" + said + ")"
-		}
-	}
+	reason := oc.Reason(code, message)
 	if oc.Refused {
 		return &LaunchRefusedError{OfferID: offerID, Code: code, Reason: reason, Scope: oc.Scope, Account: oc.Account}
 	}
 	return &InsufficientCapacityError{OfferID: offerID, Code: code, Reason: reason, Scope: oc.Scope, For: oc.For}
+}
+
+// Reason is the advice followed by the cloud's code and message (trimmed:
+// a cloud's message is for reading, never a request body).
+func (oc Outcome) Reason(code, message string) string {
+	said := code
+	if m := TrimMessage(message); m != "" {
+		said = strings.TrimPrefix(code+": "+m, ": ")
+	}
+	switch {
+	case oc.Advice == "":
+		return said
+	case said == "":
+		return oc.Advice
+	}
+	return oc.Advice + " (" + said + ")"
 }
 
 // Lasting is how long a lack of capacity is expected to last, by what

@@ -66,63 +66,56 @@ import (
 //	InvalidSubnetID.NotFound                     zone      yes      the zone's configured subnet does not exist
 //	InvalidGroup.NotFound                        region    yes      a configured security group does not exist
 //	InvalidKeyPair.NotFound                      region    yes      the configured key pair does not exist in the region
-var launchCodes = map[string]launchRule{
-	"InsufficientInstanceCapacity":         {scope: providers.ScopeOffer, advice: "EC2 has no capacity for this type in the zone right now"},
-	"InsufficientCapacity":                 {scope: providers.ScopeOffer, advice: "EC2 has no capacity for this request right now"},
-	"InsufficientHostCapacity":             {scope: providers.ScopeOffer, advice: "no Dedicated Host capacity for this type in the zone right now"},
-	"InsufficientReservedInstanceCapacity": {scope: providers.ScopeOffer, advice: "the reservation has no instances free"},
-	"ReservationCapacityExceeded":          {scope: providers.ScopeOffer, advice: "the capacity reservation has no instances free"},
-	"UnfulfillableCapacity":                {scope: providers.ScopeOffer, advice: "EC2 could not fill the fleet for this offer right now"},
-	"SpotMaxPriceTooLow":                   {scope: providers.ScopeOffer, lasts: providers.LastsPrice, advice: "the spot price is above the max price"},
-	"MaxSpotInstanceCountExceeded": {scope: providers.ScopeSpotRegion, lasts: providers.LastsQuota,
-		advice: "the region's spot instance quota is used up; it frees as spot instances end (raise it in Service Quotas for more)"},
-	"VcpuLimitExceeded": {quota: true, lasts: providers.LastsQuota,
-		advice: "the region's vCPU quota for this type's family is used up; it frees as instances end (raise it in Service Quotas for more)"},
-	"InstanceLimitExceeded": {quota: true, lasts: providers.LastsQuota,
-		advice: "the region's instance limit is reached; it frees as instances end (raise it in Service Quotas for more)"},
-	"InsufficientFreeAddressesInSubnet": {scope: providers.ScopeZone, lasts: providers.LastsQuota,
-		advice: "the zone's subnet has no free IP address; it frees as instances end (use a larger subnet for more)"},
+var launchCodes = map[string]providers.Outcome{
+	"InsufficientInstanceCapacity":         {Scope: providers.ScopeOffer, Advice: "EC2 has no capacity for this type in the zone right now"},
+	"InsufficientCapacity":                 {Scope: providers.ScopeOffer, Advice: "EC2 has no capacity for this request right now"},
+	"InsufficientHostCapacity":             {Scope: providers.ScopeOffer, Advice: "no Dedicated Host capacity for this type in the zone right now"},
+	"InsufficientReservedInstanceCapacity": {Scope: providers.ScopeOffer, Advice: "the reservation has no instances free"},
+	"ReservationCapacityExceeded":          {Scope: providers.ScopeOffer, Advice: "the capacity reservation has no instances free"},
+	"UnfulfillableCapacity":                {Scope: providers.ScopeOffer, Advice: "EC2 could not fill the fleet for this offer right now"},
+	"SpotMaxPriceTooLow":                   {Scope: providers.ScopeOffer, Lasts: providers.LastsPrice, Advice: "the spot price is above the max price"},
+	"MaxSpotInstanceCountExceeded": {Scope: providers.ScopeSpotRegion, Lasts: providers.LastsQuota,
+		Advice: "the region's spot instance quota is used up; it frees as spot instances end (raise it in Service Quotas for more)"},
+	"VcpuLimitExceeded": {Lasts: providers.LastsQuota,
+		Advice: "the region's vCPU quota for this type's family is used up; it frees as instances end (raise it in Service Quotas for more)"},
+	"InstanceLimitExceeded": {Lasts: providers.LastsQuota,
+		Advice: "the region's instance limit is reached; it frees as instances end (raise it in Service Quotas for more)"},
+	"InsufficientFreeAddressesInSubnet": {Scope: providers.ScopeZone, Lasts: providers.LastsQuota,
+		Advice: "the zone's subnet has no free IP address; it frees as instances end (use a larger subnet for more)"},
 
-	"Unsupported": {refused: true, scope: providers.ScopeOffer,
-		advice: "EC2 does not sell this type with this purchase option in the zone; the job can run on another offer"},
-	"InvalidFleetConfiguration": {refused: true, scope: providers.ScopeOffer,
-		advice: "EC2 cannot launch this offer as configured (type, zone, subnet or launch template)"},
-	"InvalidParameterValue":       {refused: true, scope: providers.ScopeOffer, advice: "EC2 refuses the launch request for this offer"},
-	"InvalidParameter":            {refused: true, scope: providers.ScopeOffer, advice: "EC2 refuses the launch request for this offer"},
-	"InvalidParameterCombination": {refused: true, scope: providers.ScopeOffer, advice: "EC2 refuses the launch request for this offer"},
-	"PendingVerification": {refused: true, scope: providers.ScopeProvider, account: true,
-		advice: "AWS is still verifying the account: launches work once it is done (usually within hours); contact AWS Support if it takes longer"},
-	"AuthFailure.ServiceLinkedRoleCreationNotPermitted": {refused: true, scope: providers.ScopeProvider, account: true,
-		advice: "the spot service-linked role is missing: create AWSServiceRoleForEC2Spot (aws iam create-service-linked-role --aws-service-name spot.amazonaws.com) or grant the server iam:CreateServiceLinkedRole"},
-	"MaxFleetCountExceeded": {refused: true, scope: providers.ScopeRegion, account: true,
-		advice: "the region's EC2 Fleet limit is reached: delete unused maintain or request fleets, ask AWS to raise the limit, or set launch_method: run-instances"},
-	"UnauthorizedOperation": {refused: true, scope: providers.ScopeProvider, account: true,
-		advice: "the server's credentials may not launch: grant ec2:CreateFleet, ec2:RunInstances, ec2:CreateTags and iam:PassRole on the instance profile's role (see providers/aws/README.md)"},
-	"AuthFailure": {refused: true, scope: providers.ScopeProvider, account: true,
-		advice: "AWS does not accept the server's credentials: check the credential chain (profile, role, keys)"},
-	"Blocked": {refused: true, scope: providers.ScopeProvider, account: true,
-		advice: "AWS has blocked the account: contact AWS Support"},
-	"OptInRequired": {refused: true, scope: providers.ScopeRegion, account: true,
-		advice: "the account is not opted in to the region, or has not accepted the AMI's Marketplace terms: opt in (or subscribe) in the AWS console"},
-	"InvalidAMIID.NotFound":    {refused: true, scope: providers.ScopeRegion, account: true, advice: "the region's AMI does not exist: fix regions[].ami"},
-	"InvalidAMIID.Malformed":   {refused: true, scope: providers.ScopeRegion, account: true, advice: "the region's AMI ID is malformed: fix regions[].ami"},
-	"InvalidAMIID.Unavailable": {refused: true, scope: providers.ScopeRegion, account: true, advice: "the region's AMI is not available: fix regions[].ami"},
-	"InvalidSubnetID.NotFound": {refused: true, scope: providers.ScopeZone, account: true, advice: "the zone's subnet does not exist: fix regions[].subnets"},
-	"InvalidGroup.NotFound":    {refused: true, scope: providers.ScopeRegion, account: true, advice: "a security group does not exist: fix regions[].security_groups"},
-	"InvalidKeyPair.NotFound":  {refused: true, scope: providers.ScopeRegion, account: true, advice: "the key pair does not exist in the region: fix regions[].key_name"},
+	"Unsupported": {Refused: true, Scope: providers.ScopeOffer,
+		Advice: "EC2 does not sell this type with this purchase option in the zone; the job can run on another offer"},
+	"InvalidFleetConfiguration": {Refused: true, Scope: providers.ScopeOffer,
+		Advice: "EC2 cannot launch this offer as configured (type, zone, subnet or launch template)"},
+	"InvalidParameterValue":       {Refused: true, Scope: providers.ScopeOffer, Advice: "EC2 refuses the launch request for this offer"},
+	"InvalidParameter":            {Refused: true, Scope: providers.ScopeOffer, Advice: "EC2 refuses the launch request for this offer"},
+	"InvalidParameterCombination": {Refused: true, Scope: providers.ScopeOffer, Advice: "EC2 refuses the launch request for this offer"},
+	"PendingVerification": {Refused: true, Scope: providers.ScopeProvider, Account: true,
+		Advice: "AWS is still verifying the account: launches work once it is done (usually within hours); contact AWS Support if it takes longer"},
+	"AuthFailure.ServiceLinkedRoleCreationNotPermitted": {Refused: true, Scope: providers.ScopeProvider, Account: true,
+		Advice: "the spot service-linked role is missing: create AWSServiceRoleForEC2Spot (aws iam create-service-linked-role --aws-service-name spot.amazonaws.com) or grant the server iam:CreateServiceLinkedRole"},
+	"MaxFleetCountExceeded": {Refused: true, Scope: providers.ScopeRegion, Account: true,
+		Advice: "the region's EC2 Fleet limit is reached: delete unused maintain or request fleets, ask AWS to raise the limit, or set launch_method: run-instances"},
+	"UnauthorizedOperation": {Refused: true, Scope: providers.ScopeProvider, Account: true,
+		Advice: "the server's credentials may not launch: grant ec2:CreateFleet, ec2:RunInstances, ec2:CreateTags and iam:PassRole on the instance profile's role (see providers/aws/README.md)"},
+	"AuthFailure": {Refused: true, Scope: providers.ScopeProvider, Account: true,
+		Advice: "AWS does not accept the server's credentials: check the credential chain (profile, role, keys)"},
+	"Blocked": {Refused: true, Scope: providers.ScopeProvider, Account: true,
+		Advice: "AWS has blocked the account: contact AWS Support"},
+	"OptInRequired": {Refused: true, Scope: providers.ScopeRegion, Account: true,
+		Advice: "the account is not opted in to the region, or has not accepted the AMI's Marketplace terms: opt in (or subscribe) in the AWS console"},
+	"InvalidAMIID.NotFound":    {Refused: true, Scope: providers.ScopeRegion, Account: true, Advice: "the region's AMI does not exist: fix regions[].ami"},
+	"InvalidAMIID.Malformed":   {Refused: true, Scope: providers.ScopeRegion, Account: true, Advice: "the region's AMI ID is malformed: fix regions[].ami"},
+	"InvalidAMIID.Unavailable": {Refused: true, Scope: providers.ScopeRegion, Account: true, Advice: "the region's AMI is not available: fix regions[].ami"},
+	"InvalidSubnetID.NotFound": {Refused: true, Scope: providers.ScopeZone, Account: true, Advice: "the zone's subnet does not exist: fix regions[].subnets"},
+	"InvalidGroup.NotFound":    {Refused: true, Scope: providers.ScopeRegion, Account: true, Advice: "a security group does not exist: fix regions[].security_groups"},
+	"InvalidKeyPair.NotFound":  {Refused: true, Scope: providers.ScopeRegion, Account: true, Advice: "the key pair does not exist in the region: fix regions[].key_name"},
 }
 
-// launchRule is one code of launchCodes.
-type launchRule struct {
-	refused bool
-	scope   providers.Scope
-	account bool
-	lasts   providers.Lasting // capacity
-	// quota: the scope is the region's for the purchase kind, and a limit
-	// below the launch's ask makes it a refusal for operators.
-	quota  bool
-	advice string
-}
+// quotaCodes are the codes of launchCodes whose scope is the region's
+// for the purchase kind, and whose limit below the launch's ask makes them
+// a refusal for operators.
+var quotaCodes = map[string]bool{"VcpuLimitExceeded": true, "InstanceLimitExceeded": true}
 
 // knownLaunchCode reports whether EC2's answer has a known outcome, so the
 // SDK does not retry it (EC2 sends InsufficientInstanceCapacity as a 500).
@@ -138,12 +131,11 @@ var limitIn = regexp.MustCompile(`limit of (\d+)`)
 // launchOutcome reads EC2's code and message for a launch of count
 // instances of o; ok is false when the outcome is unknown.
 func (p *Provider) launchOutcome(o providers.Offer, count int, code, msg string) (providers.Outcome, bool) {
-	r, ok := launchCodes[code]
+	oc, ok := launchCodes[code]
 	if !ok {
 		return providers.Outcome{}, false
 	}
-	oc := providers.Outcome{Refused: r.refused, Scope: r.scope, Account: r.account, Advice: r.advice}
-	if r.quota {
+	if quotaCodes[code] {
 		oc.Scope = providers.ScopeRegion
 		if o.Purchase == providers.Spot {
 			oc.Scope = providers.ScopeSpotRegion
@@ -166,7 +158,7 @@ func (p *Provider) launchOutcome(o providers.Offer, count int, code, msg string)
 		oc.Advice = "the EC2 Fleet service-linked role is missing: create AWSServiceRoleForEC2Fleet (aws iam create-service-linked-role --aws-service-name ec2fleet.amazonaws.com) or grant the server iam:CreateServiceLinkedRole"
 	}
 	if !oc.Refused {
-		oc.For = r.lasts.TTL(p.cfg.UnavailableFor.D())
+		oc.For = oc.Lasts.TTL(p.cfg.UnavailableFor.D())
 	}
 	return oc, true
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/providers/aws/awsfake"
 )
@@ -242,7 +243,7 @@ func TestLaunchWithoutCapacity(t *testing.T) {
 				req.MaxPrice = usd(tt.maxPrice)
 			}
 			_, err := h.p.Launch(context.Background(), req)
-			checkOutcome(t, err, o.ID(), capacity, tt.code, providers.ScopeOffer, false, tt.ttl)
+			testutil.CheckOutcome(t, err, testutil.Outcome{Kind: testutil.Capacity, OfferID: o.ID(), Code: tt.code, Scope: providers.ScopeOffer, For: tt.ttl})
 			if n := len(h.cloud.Launches()); n != 0 {
 				t.Errorf("%d launches bought capacity", n)
 			}

@@ -8,53 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/providers/aws/awsfake"
 )
-
-// kind is which of the three launch outcomes a test expects.
-type kind int
-
-const (
-	unknown kind = iota
-	capacity
-	refused
-)
-
-// checkOutcome asserts what the scheduler reads off a failed launch: the
-// kind, and for capacity and refusals the code, scope, account, TTL and a
-// reason to show.
-func checkOutcome(t *testing.T, err error, offerID string, want kind, code string, scope providers.Scope, account bool, ttl time.Duration) {
-	t.Helper()
-	if err == nil {
-		t.Fatal("the launch succeeded")
-	}
-	var ice *providers.InsufficientCapacityError
-	isICE := errors.As(err, &ice)
-	lr, isRefused := providers.AsLaunchRefused(err)
-	switch want {
-	case unknown:
-		if isICE || isRefused {
-			t.Fatalf("%v: want an unknown outcome", err)
-		}
-	case capacity:
-		if !isICE || isRefused {
-			t.Fatalf("%v: want insufficient capacity", err)
-		}
-		if ice.OfferID != offerID || ice.Code != code || ice.Scope != scope || ice.For != ttl || !strings.Contains(ice.Reason, code) {
-			t.Errorf("got offer %s code %q scope %q for %s reason %q; want %s %q %q %s",
-				ice.OfferID, ice.Code, ice.Scope, ice.For, ice.Reason, offerID, code, scope, ttl)
-		}
-	case refused:
-		if !isRefused || isICE {
-			t.Fatalf("%v: want a refusal", err)
-		}
-		if lr.OfferID != offerID || lr.Code != code || lr.Scope != scope || lr.Account != account || !strings.Contains(lr.Reason, code) {
-			t.Errorf("got offer %s code %q scope %q account %v reason %q; want %s %q %q %v",
-				lr.OfferID, lr.Code, lr.Scope, lr.Account, lr.Reason, offerID, code, scope, account)
-		}
-	}
-}
 
 func TestLaunchOutcomes(t *testing.T) {
 	const (
@@ -72,51 +29,51 @@ func TestLaunchOutcomes(t *testing.T) {
 		msg      string // "" is EC2's (awsfake.LaunchFault)
 		purchase providers.PurchaseOption
 		count    int // default 1
-		kind     kind
+		kind     testutil.OutcomeKind
 		scope    providers.Scope
 		account  bool
 		ttl      time.Duration
 		advice   string // in the reason
 	}{
-		{code: "InsufficientInstanceCapacity", kind: capacity, scope: providers.ScopeOffer, ttl: shortage},
-		{code: "InsufficientCapacity", kind: capacity, scope: providers.ScopeOffer, ttl: shortage},
-		{code: "InsufficientHostCapacity", kind: capacity, scope: providers.ScopeOffer, ttl: shortage},
-		{code: "InsufficientReservedInstanceCapacity", kind: capacity, scope: providers.ScopeOffer, ttl: shortage},
-		{code: "ReservationCapacityExceeded", kind: capacity, scope: providers.ScopeOffer, ttl: shortage},
-		{code: "UnfulfillableCapacity", kind: capacity, scope: providers.ScopeOffer, ttl: shortage},
-		{code: "SpotMaxPriceTooLow", kind: capacity, scope: providers.ScopeOffer, ttl: price},
-		{code: "MaxSpotInstanceCountExceeded", kind: capacity, scope: providers.ScopeSpotRegion, ttl: quota},
-		{code: "VcpuLimitExceeded", kind: capacity, scope: providers.ScopeSpotRegion, ttl: quota},
-		{code: "VcpuLimitExceeded", purchase: providers.OnDemand, kind: capacity, scope: providers.ScopeRegion, ttl: quota},
-		{code: "VcpuLimitExceeded", note: "limit 0", msg: vcpuLimit("0"), purchase: providers.OnDemand, kind: refused, scope: providers.ScopeRegion,
+		{code: "InsufficientInstanceCapacity", kind: testutil.Capacity, scope: providers.ScopeOffer, ttl: shortage},
+		{code: "InsufficientCapacity", kind: testutil.Capacity, scope: providers.ScopeOffer, ttl: shortage},
+		{code: "InsufficientHostCapacity", kind: testutil.Capacity, scope: providers.ScopeOffer, ttl: shortage},
+		{code: "InsufficientReservedInstanceCapacity", kind: testutil.Capacity, scope: providers.ScopeOffer, ttl: shortage},
+		{code: "ReservationCapacityExceeded", kind: testutil.Capacity, scope: providers.ScopeOffer, ttl: shortage},
+		{code: "UnfulfillableCapacity", kind: testutil.Capacity, scope: providers.ScopeOffer, ttl: shortage},
+		{code: "SpotMaxPriceTooLow", kind: testutil.Capacity, scope: providers.ScopeOffer, ttl: price},
+		{code: "MaxSpotInstanceCountExceeded", kind: testutil.Capacity, scope: providers.ScopeSpotRegion, ttl: quota},
+		{code: "VcpuLimitExceeded", kind: testutil.Capacity, scope: providers.ScopeSpotRegion, ttl: quota},
+		{code: "VcpuLimitExceeded", purchase: providers.OnDemand, kind: testutil.Capacity, scope: providers.ScopeRegion, ttl: quota},
+		{code: "VcpuLimitExceeded", note: "limit 0", msg: vcpuLimit("0"), purchase: providers.OnDemand, kind: testutil.Refused, scope: providers.ScopeRegion,
 			account: true, advice: "limit in us-east-1 is 0 and the launch needs 8"},
-		{code: "VcpuLimitExceeded", note: "limit below the ask", msg: vcpuLimit("64"), count: 9, kind: refused, scope: providers.ScopeSpotRegion, account: true,
+		{code: "VcpuLimitExceeded", note: "limit below the ask", msg: vcpuLimit("64"), count: 9, kind: testutil.Refused, scope: providers.ScopeSpotRegion, account: true,
 			advice: "request a quota increase"},
-		{code: "InstanceLimitExceeded", purchase: providers.OnDemand, kind: capacity, scope: providers.ScopeRegion, ttl: quota},
+		{code: "InstanceLimitExceeded", purchase: providers.OnDemand, kind: testutil.Capacity, scope: providers.ScopeRegion, ttl: quota},
 		{code: "InstanceLimitExceeded", note: "the type's", msg: "You have requested more instances (2) than your current instance limit of 4 allows for the specified instance type.",
-			count: 2, purchase: providers.OnDemand, kind: capacity, scope: providers.ScopeInstanceType, ttl: quota},
+			count: 2, purchase: providers.OnDemand, kind: testutil.Capacity, scope: providers.ScopeInstanceType, ttl: quota},
 		{code: "InstanceLimitExceeded", note: "the type's below the ask", msg: "You have requested more instances (2) than your current instance limit of 1 allows for the specified instance type.",
-			count: 2, purchase: providers.OnDemand, kind: refused, scope: providers.ScopeInstanceType, account: true},
-		{code: "InsufficientFreeAddressesInSubnet", kind: capacity, scope: providers.ScopeZone, ttl: quota},
+			count: 2, purchase: providers.OnDemand, kind: testutil.Refused, scope: providers.ScopeInstanceType, account: true},
+		{code: "InsufficientFreeAddressesInSubnet", kind: testutil.Capacity, scope: providers.ScopeZone, ttl: quota},
 
-		{code: "Unsupported", kind: refused, scope: providers.ScopeOffer},
-		{code: "InvalidFleetConfiguration", kind: refused, scope: providers.ScopeOffer},
-		{code: "InvalidParameterValue", kind: refused, scope: providers.ScopeOffer},
-		{code: "InvalidParameterCombination", kind: refused, scope: providers.ScopeOffer},
-		{code: "PendingVerification", kind: refused, scope: providers.ScopeProvider, account: true},
-		{code: "AuthFailure.ServiceLinkedRoleCreationNotPermitted", kind: refused, scope: providers.ScopeProvider, account: true,
+		{code: "Unsupported", kind: testutil.Refused, scope: providers.ScopeOffer},
+		{code: "InvalidFleetConfiguration", kind: testutil.Refused, scope: providers.ScopeOffer},
+		{code: "InvalidParameterValue", kind: testutil.Refused, scope: providers.ScopeOffer},
+		{code: "InvalidParameterCombination", kind: testutil.Refused, scope: providers.ScopeOffer},
+		{code: "PendingVerification", kind: testutil.Refused, scope: providers.ScopeProvider, account: true},
+		{code: "AuthFailure.ServiceLinkedRoleCreationNotPermitted", kind: testutil.Refused, scope: providers.ScopeProvider, account: true,
 			advice: "create AWSServiceRoleForEC2Spot"},
-		{code: "AuthFailure.ServiceLinkedRoleCreationNotPermitted", purchase: providers.OnDemand, kind: refused, scope: providers.ScopeProvider, account: true,
+		{code: "AuthFailure.ServiceLinkedRoleCreationNotPermitted", purchase: providers.OnDemand, kind: testutil.Refused, scope: providers.ScopeProvider, account: true,
 			note: "fleet", msg: "The provided credentials do not have permission to create the service-linked role for EC2 Fleet.", advice: "AWSServiceRoleForEC2Fleet"},
-		{code: "MaxFleetCountExceeded", kind: refused, scope: providers.ScopeRegion, account: true},
-		{code: "UnauthorizedOperation", kind: refused, scope: providers.ScopeProvider, account: true, advice: "ec2:CreateFleet"},
-		{code: "AuthFailure", kind: refused, scope: providers.ScopeProvider, account: true},
-		{code: "OptInRequired", kind: refused, scope: providers.ScopeRegion, account: true},
-		{code: "InvalidAMIID.NotFound", kind: refused, scope: providers.ScopeRegion, account: true, advice: "regions[].ami"},
+		{code: "MaxFleetCountExceeded", kind: testutil.Refused, scope: providers.ScopeRegion, account: true},
+		{code: "UnauthorizedOperation", kind: testutil.Refused, scope: providers.ScopeProvider, account: true, advice: "ec2:CreateFleet"},
+		{code: "AuthFailure", kind: testutil.Refused, scope: providers.ScopeProvider, account: true},
+		{code: "OptInRequired", kind: testutil.Refused, scope: providers.ScopeRegion, account: true},
+		{code: "InvalidAMIID.NotFound", kind: testutil.Refused, scope: providers.ScopeRegion, account: true, advice: "regions[].ami"},
 
-		{code: "InternalError", kind: unknown},
-		{code: "RequestLimitExceeded", kind: unknown},
-		{code: "SomethingNewFromEC2", kind: unknown},
+		{code: "InternalError", kind: testutil.Unknown},
+		{code: "RequestLimitExceeded", kind: testutil.Unknown},
+		{code: "SomethingNewFromEC2", kind: testutil.Unknown},
 	}
 	// Every code reads the same whichever way EC2 says it: RunInstances'
 	// error response; an instant fleet as EC2 answers it (per override,
@@ -147,7 +104,7 @@ func TestLaunchOutcomes(t *testing.T) {
 				f.Message = cmpOr(tt.msg, f.Message)
 				ch.fail(h.cloud, f)
 				_, err := h.p.Launch(context.Background(), launchReq(o, "j-7f3a-a2", max(tt.count, 1)))
-				checkOutcome(t, err, o.ID(), tt.kind, tt.code, tt.scope, tt.account, tt.ttl)
+				testutil.CheckOutcome(t, err, testutil.Outcome{Kind: tt.kind, OfferID: o.ID(), Code: tt.code, Scope: tt.scope, Account: tt.account, For: tt.ttl})
 				if t.Failed() {
 					return
 				}
@@ -158,7 +115,7 @@ func TestLaunchOutcomes(t *testing.T) {
 				if ch.method == LaunchRunInstances {
 					action = "RunInstances"
 				}
-				if n := h.cloud.Calls(action); tt.kind != unknown && n != 1 {
+				if n := h.cloud.Calls(action); tt.kind != testutil.Unknown && n != 1 {
 					t.Errorf("%d %s calls: an answer with a known outcome is not retried", n, action)
 				}
 				if tt.advice != "" && !strings.Contains(err.Error(), tt.advice) {
@@ -169,7 +126,7 @@ func TestLaunchOutcomes(t *testing.T) {
 				}
 				// Only capacity goes in the provider's own marks: a refusal
 				// is the job's, and the offer stays on sale.
-				if after := h.offer("us-east-1a", "p3.2xlarge", purchase); (after.Capacity == providers.CapacityNone) != (tt.kind == capacity) {
+				if after := h.offer("us-east-1a", "p3.2xlarge", purchase); (after.Capacity == providers.CapacityNone) != (tt.kind == testutil.Capacity) {
 					t.Errorf("after the launch the offer reads capacity %q", after.Capacity)
 				}
 			})
