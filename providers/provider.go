@@ -21,7 +21,9 @@ type Provider interface {
 	// Launch starts req.Count instances of req.Offer. It is idempotent: a
 	// second call with the same IdempotencyKey returns the instances the
 	// first call started and buys nothing. A launch that cannot be served
-	// for lack of capacity returns an *InsufficientCapacityError.
+	// for lack of capacity returns an *InsufficientCapacityError, one the
+	// provider refuses for good a *LaunchRefusedError; any other error is
+	// an unknown outcome (see errors.go).
 	Launch(ctx context.Context, req LaunchRequest) ([]Instance, error)
 	// Terminate stops an instance. Terminating an instance that is gone
 	// already is not an error.

@@ -59,8 +59,10 @@ type Config struct {
 	// instance types, on-demand prices and reservations on the second.
 	SpotRefresh     string `json:"spot_refresh,omitempty"`
 	OnDemandRefresh string `json:"on_demand_refresh,omitempty"`
-	// UnavailableFor is how long an offer that failed for lack of capacity
-	// reads as having none (default 3m).
+	// UnavailableFor is how long the scope of a capacity shortage (the
+	// offer, for InsufficientInstanceCapacity) reads as having none
+	// (default 3m). A filled quota keeps it out longer, a spot price above
+	// the max price shorter (providers.Lasting).
 	UnavailableFor Duration `json:"unavailable_for,omitzero"`
 	// Reservations are On-Demand Capacity Reservations and Capacity Blocks
 	// for ML sold as reserved offers.

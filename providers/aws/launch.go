@@ -45,10 +45,13 @@ func clientToken(key string) string {
 // Launch starts req.Count instances of req.Offer, all or none. It is
 // idempotent: instances already tagged with the key are returned without
 // buying, and the EC2 call carries a client token derived from the key, so
-// a retry after a lost answer returns the first call's instances. A lack
-// of capacity (or a spot price above the max price) returns a
-// *providers.InsufficientCapacityError and marks the offer unavailable for
-// Config.UnavailableFor.
+// a retry after a lost answer returns the first call's instances. EC2's
+// answer is read by launchCodes: a lack of capacity (or a spot price above
+// the max price, a quota filled) returns a
+// *providers.InsufficientCapacityError and shows its scope without
+// capacity for its For; a refusal that retrying will not change returns a
+// *providers.LaunchRefusedError; any other error is returned wrapped, and
+// a retry with the same key is safe.
 func (p *Provider) Launch(ctx context.Context, req providers.LaunchRequest) ([]providers.Instance, error) {
 	o := req.Offer
 	offerID := o.ID()
@@ -91,9 +94,8 @@ func (p *Provider) Launch(ctx context.Context, req providers.LaunchRequest) ([]p
 		res, ok := p.pickReservationLocked(o, req.Count)
 		p.mu.Unlock()
 		if !ok {
-			ice := &providers.InsufficientCapacityError{OfferID: offerID, Reason: fmt.Sprintf("no reservation has %d instances free", req.Count)}
-			p.markUnavailable(o, ice.Reason)
-			return nil, ice
+			oc := providers.Outcome{Scope: providers.ScopeOffer, For: p.cfg.UnavailableFor.D()}
+			return nil, p.capacityLacking(o, oc.Err(offerID, "", fmt.Sprintf("no reservation has %d instances free", req.Count)))
 		}
 		spec.reservation = &res
 		ids, err = p.runInstances(ctx, spec)
@@ -103,11 +105,7 @@ func (p *Provider) Launch(ctx context.Context, req providers.LaunchRequest) ([]p
 		ids, err = p.createFleet(ctx, spec)
 	}
 	if err != nil {
-		if ice := capacityError(offerID, err); ice != nil {
-			p.markUnavailable(o, ice.Reason)
-			return nil, ice
-		}
-		return nil, fmt.Errorf("launching %s: %w", offerID, err)
+		return nil, p.launchError(o, req.Count, err)
 	}
 	now := p.clk.Now()
 	slices.Sort(ids)
@@ -269,7 +267,8 @@ func (p *Provider) runInstances(ctx context.Context, s launchSpec) ([]string, er
 // offer's type and zone) on the region's launch template, with the
 // launch's user data and tags in the request. MinTargetCapacity makes it
 // all or nothing; should a partial answer come anyway, what came is
-// terminated and the launch reads as lacking capacity.
+// terminated. A fleet short of its target is a *fleetError, which
+// launchError reads.
 func (p *Provider) createFleet(ctx context.Context, s launchSpec) ([]string, error) {
 	o, n := s.req.Offer, int32(s.req.Count)
 	lt, err := p.launchTemplate(ctx, s.region)
@@ -331,13 +330,6 @@ func (p *Provider) createFleet(ctx context.Context, s launchSpec) ([]string, err
 	if len(ids) >= s.req.Count {
 		return ids, nil
 	}
-	var codes []string
-	capacity := len(out.Errors) == 0
-	for _, fe := range out.Errors {
-		code := awssdk.ToString(fe.ErrorCode)
-		codes = append(codes, fmt.Sprintf("%s: %s", code, awssdk.ToString(fe.ErrorMessage)))
-		capacity = capacity || IsCapacityCode(code)
-	}
 	if len(ids) > 0 {
 		p.log.Warn("instant fleet started fewer instances than asked; terminating them", zap.String("offer", o.ID()),
 			zap.Int("started", len(ids)), zap.Int("asked", s.req.Count))
@@ -345,12 +337,7 @@ func (p *Provider) createFleet(ctx context.Context, s launchSpec) ([]string, err
 			p.log.Error("terminating a partial fleet", zap.Strings("instances", ids), zap.Error(err))
 		}
 	}
-	reason := strings.Join(codes, "; ")
-	if capacity {
-		return nil, &providers.InsufficientCapacityError{OfferID: o.ID(),
-			Reason: cmpOr(reason, fmt.Sprintf("the fleet started %d of %d instances", len(ids), s.req.Count))}
-	}
-	return nil, fmt.Errorf("CreateFleet started no instances: %s", reason)
+	return nil, &fleetError{errs: out.Errors, started: len(ids), asked: s.req.Count}
 }
 
 // launchTemplate returns the name of the region's launch template (image,

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/providers/aws/awsfake"
 )
@@ -209,77 +210,51 @@ func TestLaunchIsIdempotent(t *testing.T) {
 	}
 }
 
+// TestLaunchWithoutCapacity launches where the fake account itself has
+// nothing to give (an empty spot pool, a spot price above the max price):
+// each way of launching reads it as a lack of capacity for the offer, and
+// the offer reads so until the error's TTL runs out. TestLaunchOutcomes
+// has every code EC2 sends.
 func TestLaunchWithoutCapacity(t *testing.T) {
-	// The launch call's answer, or the fleet's error list.
-	fail := func(status int, code string) func(*awsfake.Cloud, string) {
-		return func(c *awsfake.Cloud, action string) { c.FailEC2(action, awsfake.Fault{Status: status, Code: code}) }
-	}
-	fleet := func(code, msg string) func(*awsfake.Cloud, string) {
-		return func(c *awsfake.Cloud, _ string) { c.FailFleet(awsfake.FleetError{Code: code, Message: msg}) }
-	}
 	// The zone's spot pool is empty: the fake answers as EC2 does.
-	full := func(c *awsfake.Cloud, _ string) { c.SetCapacity("us-east-1a", "p3.2xlarge", awsfake.MarketSpot, 0) }
+	full := func(c *awsfake.Cloud) { c.SetCapacity("us-east-1a", "p3.2xlarge", awsfake.MarketSpot, 0) }
 	tests := []struct {
 		name     string
 		method   string
-		setup    func(c *awsfake.Cloud, action string)
+		setup    func(c *awsfake.Cloud)
 		maxPrice string
-		wantICE  bool
+		code     string
+		ttl      time.Duration
 	}{
-		{name: "RunInstances InsufficientInstanceCapacity", method: LaunchRunInstances, setup: fail(500, "InsufficientInstanceCapacity"), wantICE: true},
-		{name: "RunInstances MaxSpotInstanceCountExceeded", method: LaunchRunInstances, setup: fail(400, "MaxSpotInstanceCountExceeded"), wantICE: true},
-		{name: "CreateFleet VcpuLimitExceeded", method: LaunchFleet, setup: fail(400, "VcpuLimitExceeded"), wantICE: true},
-		{name: "fleet error list: InsufficientInstanceCapacity", method: LaunchFleet, wantICE: true,
-			setup: fleet("InsufficientInstanceCapacity", "We currently do not have sufficient p3.2xlarge capacity in the Availability Zone you requested (us-east-1a).")},
-		{name: "fleet error list: Unsupported", method: LaunchFleet, wantICE: true,
-			setup: fleet("Unsupported", "The requested configuration is currently not supported.")},
-		{name: "a bad request is no capacity problem", method: LaunchFleet, setup: fleet("InvalidParameterValue", "Invalid value for subnet")},
-		{name: "RunInstances InvalidAMIID.NotFound", method: LaunchRunInstances, setup: fail(400, "InvalidAMIID.NotFound")},
-		{name: "fleet: the zone has no spot capacity", method: LaunchFleet, setup: full, wantICE: true},
-		{name: "RunInstances: the zone has no spot capacity", method: LaunchRunInstances, setup: full, wantICE: true},
-		{name: "fleet: max price below the spot price", method: LaunchFleet, maxPrice: "0.5", wantICE: true},
-		{name: "RunInstances: max price below the spot price", method: LaunchRunInstances, maxPrice: "0.5", wantICE: true},
+		{name: "fleet: the zone has no spot capacity", method: LaunchFleet, setup: full, code: "InsufficientInstanceCapacity", ttl: DefaultUnavailableFor},
+		{name: "RunInstances: the zone has no spot capacity", method: LaunchRunInstances, setup: full, code: "InsufficientInstanceCapacity", ttl: DefaultUnavailableFor},
+		{name: "fleet: max price below the spot price", method: LaunchFleet, maxPrice: "0.5", code: "SpotMaxPriceTooLow", ttl: time.Minute},
+		{name: "RunInstances: max price below the spot price", method: LaunchRunInstances, maxPrice: "0.5", code: "SpotMaxPriceTooLow", ttl: time.Minute},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, func(c *Config) { c.LaunchMethod = tt.method })
 			o := h.offer("us-east-1a", "p3.2xlarge", providers.Spot)
-			action := "CreateFleet"
-			if tt.method == LaunchRunInstances {
-				action = "RunInstances"
-			}
 			if tt.setup != nil {
-				tt.setup(h.cloud, action)
+				tt.setup(h.cloud)
 			}
 			req := launchReq(o, "j-7f3a-a2", 1)
 			if tt.maxPrice != "" {
 				req.MaxPrice = usd(tt.maxPrice)
 			}
 			_, err := h.p.Launch(context.Background(), req)
-			if err == nil {
-				t.Fatal("launch succeeded")
-			}
-			if providers.IsInsufficientCapacity(err) != tt.wantICE {
-				t.Fatalf("IsInsufficientCapacity(%v) = %v", err, !tt.wantICE)
-			}
-			if n := h.cloud.Calls(action); n != 1 {
-				t.Errorf("%d %s calls: a capacity error must not be retried", n, action)
-			}
+			testutil.CheckOutcome(t, err, testutil.Outcome{Kind: testutil.Capacity, OfferID: o.ID(), Code: tt.code, Scope: providers.ScopeOffer, For: tt.ttl})
 			if n := len(h.cloud.Launches()); n != 0 {
 				t.Errorf("%d launches bought capacity", n)
 			}
-			var ice *providers.InsufficientCapacityError
-			if tt.wantICE && (!errors.As(err, &ice) || ice.OfferID != o.ID()) {
-				t.Errorf("error %v does not name the offer", err)
-			}
 			after := h.offer("us-east-1a", "p3.2xlarge", providers.Spot)
-			if tt.wantICE != (after.Capacity == providers.CapacityNone && after.Available == 0) {
+			if after.Capacity != providers.CapacityNone || after.Available != 0 {
 				t.Errorf("after the launch: capacity %q, available %d", after.Capacity, after.Available)
 			}
 			if other := h.offer("us-east-1a", "p3.2xlarge", providers.OnDemand); !other.HasCapacity(1) {
 				t.Error("the on-demand offer was marked too")
 			}
-			h.clk.Advance(DefaultUnavailableFor)
+			h.clk.Advance(tt.ttl)
 			if back := h.offer("us-east-1a", "p3.2xlarge", providers.Spot); !back.HasCapacity(1) || back.Available != -1 {
 				t.Errorf("after the TTL: capacity %q, available %d", back.Capacity, back.Available)
 			}

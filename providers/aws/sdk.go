@@ -51,16 +51,17 @@ const (
 	defaultMaxBackoff  = 20 * time.Second
 )
 
-// newRetryer is the retryer every client gets. Capacity errors are never
-// retried, although EC2 sends some (InsufficientInstanceCapacity) as
-// server errors: the scheduler tries another offer instead.
+// newRetryer is the retryer every client gets. Launch errors with a known
+// outcome (launchCodes) are never retried, although EC2 sends some
+// (InsufficientInstanceCapacity) as server errors: the scheduler tries
+// another offer instead.
 func newRetryer(attempts int, backoff time.Duration) func() awssdk.Retryer {
 	return func() awssdk.Retryer {
 		return retry.NewStandard(func(o *retry.StandardOptions) {
 			o.MaxAttempts = attempts
 			o.MaxBackoff = backoff
 			o.Retryables = append([]retry.IsErrorRetryable{retry.IsErrorRetryableFunc(func(err error) awssdk.Ternary {
-				if IsCapacityCode(errorCode(err)) {
+				if knownLaunchCode(errorCode(err)) {
 					return awssdk.FalseTernary
 				}
 				return awssdk.UnknownTernary

@@ -90,8 +90,11 @@ type Config struct {
 	PricesRefresh string `json:"prices_refresh,omitempty"`
 	// PollInterval is how often Watch reads the VMs' state (default 30s).
 	PollInterval Duration `json:"poll_interval,omitempty"`
-	// CapacityTTL is how long an offer shows no capacity after Azure
-	// refused it for lack of capacity or quota (default 5m).
+	// CapacityTTL is how long the scope of a capacity shortage (the offer
+	// for ZonalAllocationFailed, the size for AllocationFailed) shows no
+	// capacity (default 5m). Quotas keep it out longer, SkuNotAvailable
+	// longer still, a Spot price above the max price shorter
+	// (providers.Lasting).
 	CapacityTTL Duration `json:"capacity_ttl,omitempty"`
 	// LaunchLatency is the offers' typical time from launch to running
 	// (default 3m).

@@ -12,8 +12,9 @@
 //   - offers (offers.go): per region, zone and purchase option (spot,
 //     on-demand, and reserved for reservations the team holds), with GPU
 //     facts from the bundled catalog, the catalog's prices when the API is
-//     unreachable, and a short-lived "no capacity" mark after a capacity
-//     error;
+//     unreachable, and a short-lived "no capacity" mark over a capacity
+//     error's scope (errors.go reads Azure's codes into capacity, refusal
+//     or unknown);
 //   - launches (launch.go, customdata.go): one VM per node, named from the
 //     launch's idempotency key so a retry finds it, Spot or Regular, with
 //     an inline NIC and disks deleted with the VM, and custom data that

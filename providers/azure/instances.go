@@ -3,6 +3,7 @@ package azure
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
 	"go.uber.org/zap"
@@ -64,7 +66,7 @@ type observed struct {
 	spot         bool
 	provisioning string
 	power        string // "running", "deallocated", ... ("" unknown)
-	failure      string // provisioning failure code and message
+	failure      string // provisioning failure message
 	failCode     string
 }
 
@@ -289,17 +291,20 @@ func (p *Provider) transitionLocked(rec *vmRecord, state providers.InstanceState
 	}
 }
 
-// failedLocked ends a VM whose creation failed; a capacity failure marks
-// its offer. Called with mu held.
-func (p *Provider) failedLocked(rec *vmRecord, code, reason string, now time.Time) {
+// failedLocked ends a VM whose creation failed with Azure's code and
+// message; a capacity error marks its scope, and the instance's reason is
+// the outcome's. Called with mu held.
+func (p *Provider) failedLocked(rec *vmRecord, code, msg string, now time.Time) {
 	in := rec.inst
+	reason := providers.Outcome{}.Reason(code, msg)
+	if o, known := p.offerLocked(providers.OfferID(Name, in.Region, in.Zone, in.InstanceType, in.Purchase)); known {
+		if oc, ok := p.launchOutcome(o, code, msg); ok {
+			p.noteOutcomeLocked(o, oc.Err(o.ID(), code, msg), now)
+			reason = oc.Reason(code, msg)
+		}
+	}
 	if reason == "" {
 		reason = "provisioning failed"
-	}
-	if f, ok := capacityFromCode(code, reason); ok {
-		if o, known := p.offerLocked(providers.OfferID(Name, in.Region, in.Zone, in.InstanceType, in.Purchase)); known {
-			p.markNoCapacityLocked(o, f, now)
-		}
 	}
 	rec.terminating = true // its remains are deleted
 	p.transitionLocked(rec, providers.InstanceFailed, reason, now)
@@ -331,14 +336,13 @@ func (p *Provider) advanceCreations(ctx context.Context) {
 		p.mu.Lock()
 		r.create = nil
 		if err != nil {
-			code, reason := "", err.Error()
-			if f, ok := asCapacityFailure(err); ok {
-				code, reason = f.Code, f.reason()
-			} else {
-				code = errorCode(err)
+			code, msg := errorCode(err), err.Error()
+			var re *azcore.ResponseError
+			if errors.As(err, &re) {
+				msg = responseMessage(re)
 			}
 			p.log.Warn("VM creation failed", zap.String("instance", r.inst.ID), zap.String("job", r.inst.JobID), zap.String("code", code))
-			p.failedLocked(r, code, reason, p.clk.Now())
+			p.failedLocked(r, code, msg, p.clk.Now())
 		}
 		p.mu.Unlock()
 		if err != nil {
@@ -465,8 +469,8 @@ func (p *Provider) readPowerStates(ctx context.Context, listed []observed) {
 
 // readStatuses reads an instance view's statuses: the power state
 // ("PowerState/running" -> "running") and a provisioning failure
-// ("ProvisioningState/failed/ZonalAllocationFailed" -> its code and
-// message).
+// ("ProvisioningState/failed/ZonalAllocationFailed" -> its code, and the
+// status's message).
 func readStatuses(sts []*armcompute.InstanceViewStatus) (power, failCode, failure string) {
 	for _, s := range sts {
 		if s == nil || s.Code == nil {
@@ -479,9 +483,6 @@ func readStatuses(sts []*armcompute.InstanceViewStatus) (power, failCode, failur
 		case strings.HasPrefix(code, "ProvisioningState/failed"):
 			failCode = strings.TrimPrefix(strings.TrimPrefix(code, "ProvisioningState/failed"), "/")
 			failure = str(s.Message)
-			if failCode != "" {
-				failure = strings.TrimSuffix(failCode+": "+failure, ": ")
-			}
 		}
 	}
 	return power, failCode, failure

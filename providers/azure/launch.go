@@ -27,11 +27,14 @@ const maxNodes = 100
 // finds them: a VM that exists with the key's tag is returned and nothing
 // is bought. Creation is started (BeginCreateOrUpdate, create-only) and not
 // awaited: the instances are pending, and Instances and Watch report them
-// running, or failed, as Azure finishes. Azure refusing for lack of
-// capacity or quota is a *providers.InsufficientCapacityError, and the
-// offer shows no capacity for the configured TTL; the VMs this call
-// created for the other nodes are deleted. After any other error, a retry
-// with the same key completes the launch.
+// running, or failed, as Azure finishes. Azure's refusal is read by
+// launchCodes: a lack of capacity or quota is a
+// *providers.InsufficientCapacityError, and its scope shows no capacity
+// for its For; a refusal that retrying will not change is a
+// *providers.LaunchRefusedError; either way the VMs this call created for
+// the other nodes are deleted. After any other error, a retry with the
+// same key completes the launch. A creation that fails later is read the
+// same way (its instance fails, a capacity error marks its scope).
 func (p *Provider) Launch(ctx context.Context, req providers.LaunchRequest) ([]providers.Instance, error) {
 	offerID := req.Offer.ID()
 	switch {
@@ -55,7 +58,7 @@ func (p *Provider) Launch(ctx context.Context, req providers.LaunchRequest) ([]p
 		return out, nil
 	}
 	o, known := p.offerLocked(offerID)
-	mark, marked := p.capacityMarkLocked(offerID, now)
+	mark, marked := p.capacityMarkLocked(o, now)
 	var free int
 	if known && o.Purchase == providers.Reserved {
 		res, _ := p.reservation(o.Region, o.InstanceType)
@@ -66,9 +69,11 @@ func (p *Provider) Launch(ctx context.Context, req providers.LaunchRequest) ([]p
 	case !known:
 		return nil, fmt.Errorf("launching %s: %w", offerID, providers.ErrUnknownOffer)
 	case marked:
-		return nil, &providers.InsufficientCapacityError{OfferID: offerID, Reason: "Azure refused it recently: " + mark.reason}
+		return nil, &providers.InsufficientCapacityError{OfferID: offerID, Code: mark.code, Scope: mark.scope, For: mark.until.Sub(now),
+			Reason: "Azure refused it recently: " + mark.reason}
 	case o.Purchase == providers.Reserved && free < req.Count:
-		return nil, &providers.InsufficientCapacityError{OfferID: offerID, Reason: fmt.Sprintf("%d reserved instances free, %d requested", max(free, 0), req.Count)}
+		return nil, &providers.InsufficientCapacityError{OfferID: offerID, Scope: providers.ScopeOffer, For: p.cfg.CapacityTTL.D(),
+			Reason: fmt.Sprintf("%d reserved instances free, %d requested", max(free, 0), req.Count)}
 	}
 
 	var out []providers.Instance
@@ -77,10 +82,10 @@ func (p *Provider) Launch(ctx context.Context, req providers.LaunchRequest) ([]p
 		name := vmName(req.IdempotencyKey, node)
 		inst, isNew, err := p.launchNode(ctx, req, o, name, node, now)
 		if err != nil {
-			// A refusal is final: the nodes already created go. Any other
-			// error leaves them, so that the retry with the same key the
-			// scheduler makes completes the launch.
-			if providers.IsInsufficientCapacity(err) {
+			// Capacity and refusals are final: the nodes already created
+			// go. Any other error leaves them, so that the retry with the
+			// same key the scheduler makes completes the launch.
+			if _, refused := providers.AsLaunchRefused(err); refused || providers.IsInsufficientCapacity(err) {
 				p.undo(ctx, created)
 			}
 			return nil, err
@@ -119,13 +124,7 @@ func (p *Provider) launchNode(ctx context.Context, req providers.LaunchRequest, 
 			inst, _, gerr := p.existing(ctx, req, o, name)
 			return inst, false, gerr
 		}
-		if f, ok := asCapacityFailure(err); ok {
-			p.mu.Lock()
-			p.markNoCapacityLocked(o, f, now)
-			p.mu.Unlock()
-			return providers.Instance{}, false, &providers.InsufficientCapacityError{OfferID: o.ID(), Reason: f.reason()}
-		}
-		return providers.Instance{}, false, wrap("launching "+o.ID(), err)
+		return providers.Instance{}, false, p.launchError(o, err)
 	}
 	inst := providers.Instance{
 		ID: name, Provider: Name, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
@@ -292,8 +291,9 @@ func (p *Provider) vmSpec(req providers.LaunchRequest, o providers.Offer, name s
 }
 
 // maxPriceDollars is a Spot VM's BillingProfile.MaxPrice: the cap in
-// dollars per hour, or -1 (Azure: up to the on-demand price, never evicted
-// for price) when the request sets none. This is the one place a price
+// dollars per hour rounded up to Azure's 5 decimals, or -1 (Azure: up to
+// the on-demand price, never evicted for price) when the request sets
+// none. This is the one place a price
 // becomes a float, because the SDK takes one: a micro-dollar amount below
 // 2^53 converts exactly, and the division by 10^6 is correctly rounded, so
 // the JSON the SDK writes reads back as the same decimal ("3.06").
@@ -301,7 +301,10 @@ func maxPriceDollars(m money.Micros) float64 {
 	if m <= 0 {
 		return -1
 	}
-	return m.Dollars()
+	// Azure takes 5 decimals: round up to them, so that the cap never
+	// falls below the price the scheduler decided to pay.
+	const step = 10 // micro-dollars
+	return ((m + step - 1) / step * step).Dollars()
 }
 
 // tags are the VM's tags: the scheduler's (':' becomes '-'; Azure tag

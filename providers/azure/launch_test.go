@@ -169,23 +169,24 @@ func newProviderLike(t *testing.T, e *env) *Provider {
 func TestLaunchCapacityError(t *testing.T) {
 	tests := []struct {
 		code     string
-		regional bool // quota: every zone of the region
+		regional bool // every zone of the region: the size's, or all Spot
+		ttl      time.Duration
 	}{
-		{"ZonalAllocationFailed", false},
-		{"SkuNotAvailable", false},
-		{"QuotaExceeded", true},
-		{"OperationNotAllowed", true}, // the regional Spot vCPU quota
+		{"ZonalAllocationFailed", false, DefaultCapacityTTL},
+		{"SkuNotAvailable", true, time.Hour},
+		{"QuotaExceeded", true, 15 * time.Minute},       // the size's family quota
+		{"OperationNotAllowed", true, 15 * time.Minute}, // the regional Spot vCPU quota
 	}
 	for _, tt := range tests {
 		t.Run(tt.code, func(t *testing.T) {
 			e := newEnv(t)
 			c := e.watch(t)
 			o := e.offer(t, "azure/eastus/eastus-1/Standard_ND96asr_v4/spot")
-			e.cloud.RefuseCreates("sw-", azurefake.CapacityFailure(tt.code))
+			e.cloud.RefuseCreates("sw-", azurefake.LaunchFailure(tt.code))
 			_, err := e.p.Launch(context.Background(), launchReq(o, "job-7f3a-a2", 1))
 			var ice *providers.InsufficientCapacityError
-			if !errors.As(err, &ice) || ice.OfferID != o.ID() || !strings.Contains(ice.Reason, tt.code) {
-				t.Fatalf("err = %v, want an InsufficientCapacityError naming %s", err, tt.code)
+			if !errors.As(err, &ice) || ice.OfferID != o.ID() || !strings.Contains(ice.Reason, tt.code) || ice.For != tt.ttl {
+				t.Fatalf("err = %v (for %s), want an InsufficientCapacityError naming %s for %s", err, ice.For, tt.code, tt.ttl)
 			}
 			if got := e.offer(t, o.ID()); got.Capacity != providers.CapacityNone || got.Available != 0 || got.HasCapacity(1) {
 				t.Fatalf("offer after the error: capacity %q available %d", got.Capacity, got.Available)
@@ -210,7 +211,9 @@ func TestLaunchCapacityError(t *testing.T) {
 			})
 			// A second launch inside the TTL does not even ask Azure.
 			before := len(e.cloud.Creates())
-			if _, err := e.p.Launch(context.Background(), launchReq(o, "job-7f3a-a3", 1)); !providers.IsInsufficientCapacity(err) {
+			var again *providers.InsufficientCapacityError
+			if _, err := e.p.Launch(context.Background(), launchReq(o, "job-7f3a-a3", 1)); !errors.As(err, &again) ||
+				again.Code != tt.code || again.Scope != ice.Scope || again.For != tt.ttl {
 				t.Fatalf("second launch: %v", err)
 			}
 			if len(e.cloud.Creates()) != before {
@@ -218,14 +221,14 @@ func TestLaunchCapacityError(t *testing.T) {
 			}
 			// After the TTL the offer is back, and watchers are told.
 			e.cloud.ClearFailures()
-			e.clk.Advance(DefaultCapacityTTL)
+			e.clk.Advance(tt.ttl)
 			e.tick(t)
 			if got := e.offer(t, o.ID()); got.Capacity == providers.CapacityNone || !got.HasCapacity(1) {
 				t.Fatalf("offer still without capacity after the TTL")
 			}
 			waitFor(t, func() error {
 				if _, ok := c.find(providers.EventOffers, func(ev providers.Event) bool {
-					return !ev.Time.Before(t0.Add(DefaultCapacityTTL)) && ev.Region == "eastus"
+					return !ev.Time.Before(t0.Add(tt.ttl)) && ev.Region == "eastus"
 				}); !ok {
 					return errors.New("no offers event after the mark expired")
 				}
@@ -239,24 +242,29 @@ func TestLaunchCapacityError(t *testing.T) {
 }
 
 func TestLaunchPartialMultiNodeIsUndone(t *testing.T) {
-	e := newEnv(t)
-	o := e.offer(t, "azure/eastus/eastus-1/Standard_ND96asr_v4/on-demand")
-	e.cloud.RefuseCreates(vmName("job-big-a1", 1), azurefake.CapacityFailure("AllocationFailed"))
-	_, err := e.p.Launch(context.Background(), launchReq(o, "job-big-a1", 2))
-	if !providers.IsInsufficientCapacity(err) {
-		t.Fatalf("err = %v", err)
-	}
-	if del := e.cloud.Deleted(); len(del) != 1 || del[0] != vmName("job-big-a1", 0) {
-		t.Fatalf("deleted %v, want node 0 undone", del)
-	}
-	insts, err := e.p.Instances(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, in := range insts {
-		if in.IdempotencyKey == "job-big-a1" && (in.State != providers.InstanceTerminated || in.Reason != ReasonTerminated) {
-			t.Errorf("a refused launch left %+v", in)
-		}
+	// Capacity and refusals alike: nothing of the launch may run.
+	for _, code := range []string{"AllocationFailed", "AuthorizationFailed"} {
+		t.Run(code, func(t *testing.T) {
+			e := newEnv(t)
+			o := e.offer(t, "azure/eastus/eastus-1/Standard_ND96asr_v4/on-demand")
+			e.cloud.RefuseCreates(vmName("job-big-a1", 1), azurefake.LaunchFailure(code))
+			_, err := e.p.Launch(context.Background(), launchReq(o, "job-big-a1", 2))
+			if _, refused := providers.AsLaunchRefused(err); !refused && !providers.IsInsufficientCapacity(err) {
+				t.Fatalf("err = %v", err)
+			}
+			if del := e.cloud.Deleted(); len(del) != 1 || del[0] != vmName("job-big-a1", 0) {
+				t.Fatalf("deleted %v, want node 0 undone", del)
+			}
+			insts, err := e.p.Instances(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, in := range insts {
+				if in.IdempotencyKey == "job-big-a1" && (in.State != providers.InstanceTerminated || in.Reason != ReasonTerminated) {
+					t.Errorf("a refused launch left %+v", in)
+				}
+			}
+		})
 	}
 }
 

@@ -31,14 +31,18 @@ type regionBook struct {
 type capacityMark struct {
 	until  time.Time
 	reason string
+	code   string
+	scope  providers.Scope
+	region string // "" for every region (a provider-wide scope)
 }
 
 // Offers returns every offer of the configured regions: on-demand and (where
 // Azure sells it) spot for every configured size and zone, and reserved for
 // the reservations the team holds. Prices come from the Retail Prices API,
 // or from the bundled catalog for a region whose prices could not be read
-// (see PriceSource). An offer Azure refused for lack of capacity shows
-// Capacity none and Available 0 until its mark expires.
+// (see PriceSource). An offer in the scope of a capacity error (the offer,
+// the size in every zone, all Spot of the region, ...) shows Capacity none
+// and Available 0 until the mark expires.
 func (p *Provider) Offers(ctx context.Context) ([]providers.Offer, error) {
 	if err := p.ensurePrices(ctx); err != nil {
 		return nil, err
@@ -204,7 +208,7 @@ func (p *Provider) regionOffersLocked(region string, now time.Time) []providers.
 		}
 		// Expired marks are dropped by expireMarksLocked, which also
 		// tells the watchers.
-		if _, ok := p.capacityMarkLocked(o.ID(), now); ok {
+		if _, ok := p.capacityMarkLocked(*o, now); ok {
 			o.Available, o.Capacity = 0, providers.CapacityNone
 		}
 	}
@@ -235,41 +239,40 @@ func (p *Provider) offerLocked(id string) (providers.Offer, bool) {
 	return providers.Offer{}, false
 }
 
-// markNoCapacityLocked shows an offer with no capacity for the TTL; a quota
-// failure marks every zone of the region for the size and purchase option.
-// Watchers get the region's offers again.
-func (p *Provider) markNoCapacityLocked(o providers.Offer, f capacityFailure, now time.Time) {
-	until := now.Add(p.cfg.CapacityTTL.D())
-	ids := []string{o.ID()}
-	if f.Regional {
-		ids = ids[:0]
-		for _, z := range p.cfg.zones(p.cat, o.Region) {
-			ids = append(ids, providers.OfferID(Name, o.Region, z, o.InstanceType, o.Purchase))
+// markNoCapacityLocked shows every offer of a capacity error's scope
+// (around offer o) with no capacity for the error's For (CapacityTTL when
+// it has none); watchers get the regions it covers again.
+func (p *Provider) markNoCapacityLocked(o providers.Offer, ice *providers.InsufficientCapacityError, now time.Time) {
+	ttl := ice.For
+	if ttl <= 0 {
+		ttl = p.cfg.CapacityTTL.D()
+	}
+	m := capacityMark{until: now.Add(ttl), reason: ice.Reason, code: ice.Code, scope: ice.Scope, region: o.Region}
+	if ice.Scope == providers.ScopeProvider {
+		m.region = ""
+	}
+	key := providers.ScopeKey(ice.Scope, o)
+	p.noCap[key] = m
+	p.log.Info("no capacity; marked unavailable", zap.String("offer", o.ID()), zap.String("scope", key), zap.String("code", ice.Code),
+		zap.Time("until", m.until))
+	for _, r := range p.cfg.Regions {
+		if m.covers(r) {
+			p.emitOffersLocked(r, now)
 		}
 	}
-	for _, id := range ids {
-		p.noCap[id] = capacityMark{until: until, reason: f.reason()}
-	}
-	p.log.Info("no capacity; offer marked unavailable", zap.String("offer", o.ID()), zap.String("code", f.Code),
-		zap.Bool("regional", f.Regional), zap.Time("until", until))
-	p.emitOffersLocked(o.Region, now)
 }
 
-// capacityMarkLocked returns the live mark of an offer.
-func (p *Provider) capacityMarkLocked(id string, now time.Time) (capacityMark, bool) {
-	m, ok := p.noCap[id]
-	if !ok || !now.Before(m.until) {
-		return capacityMark{}, false
-	}
-	return m, true
-}
+// covers reports whether a mark is about a region.
+func (m capacityMark) covers(region string) bool { return m.region == "" || m.region == region }
 
-// regionOfOfferID reads the region out of "azure/<region>/<zone>/...".
-func regionOfOfferID(id string) string {
-	for i := len(Name) + 1; i < len(id); i++ {
-		if id[i] == '/' {
-			return id[len(Name)+1 : i]
+// capacityMarkLocked returns the live mark that covers an offer (see
+// providers.ScopeKeys), the widest first.
+func (p *Provider) capacityMarkLocked(o providers.Offer, now time.Time) (capacityMark, bool) {
+	keys := providers.ScopeKeys(o)
+	for i := len(keys) - 1; i >= 0; i-- {
+		if m, ok := p.noCap[keys[i]]; ok && now.Before(m.until) {
+			return m, true
 		}
 	}
-	return ""
+	return capacityMark{}, false
 }

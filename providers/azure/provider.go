@@ -144,7 +144,12 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Provider, error) {
 			return nil, fmt.Errorf("azure credentials: %w", err)
 		}
 	}
-	armOpts := &arm.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: *o.retry, Transport: o.transport}}
+	// No automatic resource provider registration: it needs a permission
+	// the identity should not have, and it would hold a launch for
+	// minutes; MissingSubscriptionRegistration is a refusal operators
+	// act on once.
+	armOpts := &arm.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: *o.retry, Transport: o.transport},
+		DisableRPRegistration: true}
 	if cfg.Endpoints.ARM != DefaultARMEndpoint {
 		armOpts.Cloud = cloud.Configuration{
 			ActiveDirectoryAuthorityHost: cloud.AzurePublic.ActiveDirectoryAuthorityHost,

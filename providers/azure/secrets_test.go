@@ -24,11 +24,11 @@ func TestNoSecretsInLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.setState(t, insts[0].ID, "Succeeded", "running")
-	e.cloud.FailProvisioning("sw-job-fail", azurefake.CapacityFailure("AllocationFailed"))
+	e.cloud.FailProvisioning("sw-job-fail", azurefake.LaunchFailure("AllocationFailed"))
 	if _, err := e.p.Launch(ctx, launchReq(spot, "job-fail-a1", 1)); err != nil {
 		t.Fatal(err)
 	}
-	e.cloud.RefuseCreates("sw-job-full", azurefake.CapacityFailure("ZonalAllocationFailed"))
+	e.cloud.RefuseCreates("sw-job-full", azurefake.LaunchFailure("ZonalAllocationFailed"))
 	od := e.offer(t, "azure/eastus/eastus-2/Standard_NC24ads_A100_v4/on-demand")
 	if _, err := e.p.Launch(ctx, launchReq(od, "job-full-a1", 1)); !providers.IsInsufficientCapacity(err) {
 		t.Fatalf("capacity error: %v", err)

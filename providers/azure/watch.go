@@ -2,6 +2,7 @@ package azure
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -96,15 +97,15 @@ func (p *Provider) anyCatalogLocked() bool {
 // expireMarksLocked drops expired capacity marks and sends the regions
 // they were in again.
 func (p *Provider) expireMarksLocked(now time.Time) {
-	regions := map[string]bool{}
-	for id, m := range p.noCap {
+	var expired []capacityMark
+	for key, m := range p.noCap {
 		if !now.Before(m.until) {
-			delete(p.noCap, id)
-			regions[regionOfOfferID(id)] = true
+			delete(p.noCap, key)
+			expired = append(expired, m)
 		}
 	}
 	for _, r := range p.cfg.Regions {
-		if regions[r] {
+		if slices.ContainsFunc(expired, func(m capacityMark) bool { return m.covers(r) }) {
 			p.emitOffersLocked(r, now)
 		}
 	}

@@ -153,7 +153,7 @@ func TestWatchReportsAsyncCapacityFailure(t *testing.T) {
 	c := e.watch(t)
 	o := e.offer(t, "azure/eastus/eastus-3/Standard_ND96asr_v4/spot")
 	// Azure accepts the PUT, and the operation ends in ZonalAllocationFailed.
-	e.cloud.FailProvisioning("sw-", azurefake.CapacityFailure("ZonalAllocationFailed"))
+	e.cloud.FailProvisioning("sw-", azurefake.LaunchFailure("ZonalAllocationFailed"))
 	insts, err := e.p.Launch(context.Background(), launchReq(o, "job-7f3a-a2", 1))
 	if err != nil || insts[0].State != providers.InstancePending {
 		t.Fatalf("launch: %+v %v", insts, err)

@@ -3,6 +3,7 @@ package awsfake_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/providers/aws/awsfake"
@@ -166,6 +169,51 @@ func TestClientTokensAndMarkets(t *testing.T) {
 			SpotOptions: &ec2types.SpotMarketOptions{MaxPrice: awssdk.String("0.35")}}})
 	if err == nil || !strings.Contains(err.Error(), "SpotMaxPriceTooLow") {
 		t.Errorf("the market rose past the max price: %v", err)
+	}
+}
+
+// TestFailLaunches checks that a launch failure comes the way EC2 sends
+// it: an error response from RunInstances, an instant fleet's Errors
+// entry, or the fleet's error response for a request-level refusal.
+func TestFailLaunches(t *testing.T) {
+	c, _ := start(t, awsfake.WithManualStates())
+	ctx := context.Background()
+	api := ec2Client(c, "us-east-1")
+	c.FailLaunches(1, awsfake.Fault{Code: "InsufficientInstanceCapacity"})
+	_, err := api.RunInstances(ctx, &ec2.RunInstancesInput{ImageId: awssdk.String("ami-1"), InstanceType: "g5.xlarge",
+		MinCount: awssdk.Int32(1), MaxCount: awssdk.Int32(1), ClientToken: awssdk.String("tok-1"),
+		Placement: &ec2types.Placement{AvailabilityZone: awssdk.String("us-east-1a")}},
+		func(o *ec2.Options) { o.RetryMaxAttempts = 1 })
+	var ae smithy.APIError
+	var re *smithyhttp.ResponseError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "InsufficientInstanceCapacity" || !strings.Contains(ae.ErrorMessage(), "sufficient g5.xlarge capacity") ||
+		!errors.As(err, &re) || re.HTTPStatusCode() != 500 {
+		t.Errorf("RunInstances: %v", err)
+	}
+	if _, err := api.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: awssdk.String("lt"),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: awssdk.String("ami-1")}}); err != nil {
+		t.Fatal(err)
+	}
+	fleet := func(token string) (*ec2.CreateFleetOutput, error) {
+		return api.CreateFleet(ctx, &ec2.CreateFleetInput{Type: ec2types.FleetTypeInstant, ClientToken: awssdk.String(token),
+			LaunchTemplateConfigs: []ec2types.FleetLaunchTemplateConfigRequest{{
+				LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{LaunchTemplateName: awssdk.String("lt"), Version: awssdk.String("$Latest")},
+				Overrides:                   []ec2types.FleetLaunchTemplateOverridesRequest{{InstanceType: "g5.xlarge", AvailabilityZone: awssdk.String("us-east-1b")}}}},
+			TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{TotalTargetCapacity: awssdk.Int32(1),
+				DefaultTargetCapacityType: ec2types.DefaultTargetCapacityTypeSpot}})
+	}
+	c.FailLaunches(1, awsfake.Fault{Code: "Unsupported"})
+	c.FailLaunches(1, awsfake.Fault{Code: "UnauthorizedOperation", Message: "You are not authorized to perform this operation."})
+	out, err := fleet("tok-2")
+	if err != nil || len(out.Instances) != 0 || len(out.Errors) != 1 || awssdk.ToString(out.Errors[0].ErrorCode) != "Unsupported" ||
+		!strings.Contains(awssdk.ToString(out.Errors[0].ErrorMessage), "(us-east-1b)") {
+		t.Errorf("a fleet's launch error: %v, %+v", err, out)
+	}
+	if _, err = fleet("tok-3"); !errors.As(err, &ae) || ae.ErrorCode() != "UnauthorizedOperation" || ae.ErrorMessage() != "You are not authorized to perform this operation." {
+		t.Errorf("a fleet's request-level refusal: %v", err)
+	}
+	if out, err := fleet("tok-4"); err != nil || len(out.Instances) != 1 || len(c.Launches()) != 1 {
+		t.Errorf("after the failures: %v, %+v", err, out)
 	}
 }
 

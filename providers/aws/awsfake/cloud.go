@@ -52,6 +52,7 @@ type Cloud struct {
 	requests     []Request            // every EC2 request
 	faults       map[string][]Fault   // queued per action
 	fleetErrors  []FleetError         // the next CreateFleet answers with these
+	launchFaults []Fault              // the next launches fail with these (FailLaunches)
 	hideTags     bool                 // tag filters see nothing (eventual consistency)
 	nextID       int                  // instance IDs
 	nextTemplate int                  // launch template IDs

@@ -26,7 +26,10 @@
 // max prices below the market, capacity reservations that fill up,
 // instances that boot (pending, then running) and shut down by themselves,
 // and optionally the EventBridge state-change notifications on the queue.
-// What it does not: security groups, networking, volumes, IAM, quotas.
+// What it does not: security groups, networking, volumes, IAM, quotas;
+// their refusals are made to order (FailLaunches, with EC2's own status
+// and message from LaunchFault, sent the way EC2 sends each code: an error
+// response, or an instant fleet's Errors entry).
 //
 // Every exported method is safe for concurrent use.
 package awsfake

@@ -199,6 +199,11 @@ func (c *Cloud) createFleetLocked(region string, form url.Values) (string, *Faul
 		minimum, _ := strconv.Atoi(cmpOr(form.Get("SpotOptions.MinTargetCapacity"), form.Get("OnDemandOptions.MinTargetCapacity")))
 		if len(c.fleetErrors) > 0 {
 			errs, c.fleetErrors = c.fleetErrors, nil
+		} else if f, failed := c.nextLaunchFaultLocked(instanceType, zone); failed {
+			if requestLevel[f.Code] {
+				return "", &f
+			}
+			errs = append(errs, FleetError{f.Code, f.Message})
 		} else {
 			var short *Fault
 			ids, short = c.buyLocked(launchAsk{action: "CreateFleet", token: token, region: region, zone: zone,
@@ -239,6 +244,9 @@ func (c *Cloud) runInstancesLocked(region string, form url.Values) (string, *Fau
 		zone, fault := c.zoneLocked(region, instanceType, form, "")
 		if fault != nil {
 			return "", fault
+		}
+		if f, failed := c.nextLaunchFaultLocked(instanceType, zone); failed {
+			return "", &f
 		}
 		minimum, _ := strconv.Atoi(form.Get("MinCount"))
 		maximum, _ := strconv.Atoi(form.Get("MaxCount"))

@@ -89,12 +89,16 @@ func (c *Cloud) putLocked(w http.ResponseWriter, req *http.Request, rg, name str
 		writeError(w, http.StatusPreconditionFailed, "PreconditionFailed", fmt.Sprintf("The resource '%s' already exists and If-None-Match is '*'.", name))
 		return
 	}
-	if f, ok := matchRule(c.refuse, name); ok {
+	if f, ok := takeRule(&c.refuse, name); ok {
 		writeFailure(w, f)
 		return
 	}
 	if msg := validateVM(spec); msg != "" {
 		writeError(w, http.StatusBadRequest, "InvalidParameter", msg)
+		return
+	}
+	if mp := maxPriceText(body); mp != "" && !maxPriceValid(mp) {
+		writeFailure(w, LaunchFailure("MaxPriceValueInvalid"))
 		return
 	}
 	now := c.now()
@@ -106,7 +110,7 @@ func (c *Cloud) putLocked(w http.ResponseWriter, req *http.Request, rg, name str
 	}
 	v := &vm{rg: rg, name: name, id: newGUID(), spec: stripSecrets(spec), body: body, created: now,
 		provisioning: "Creating", power: "starting"}
-	if f, ok := matchRule(c.failProv, name); ok {
+	if f, ok := takeRule(&c.failProv, name); ok {
 		v.provisioning, v.power, v.failure = "Failed", "", &f
 	}
 	c.vms[key] = v

@@ -105,8 +105,8 @@ func TestFailures(t *testing.T) {
 	defer c.Close()
 	ctx := context.Background()
 	cl := client(t, c)
-	c.RefuseCreates("full-", CapacityFailure("OperationNotAllowed"))
-	c.FailProvisioning("late-", CapacityFailure("ZonalAllocationFailed"))
+	c.RefuseCreates("full-", LaunchFailure("OperationNotAllowed"))
+	c.FailProvisioning("late-", LaunchFailure("ZonalAllocationFailed"))
 	_, err := cl.BeginCreateOrUpdate(ctx, testRG, "full-1", spotVM("Delete"), nil)
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) || re.StatusCode != http.StatusConflict || re.ErrorCode != "OperationNotAllowed" || !strings.Contains(err.Error(), "Low-priority vCPUs quota") {
@@ -152,6 +152,47 @@ func TestFailures(t *testing.T) {
 	if _, err := cl.Get(ctx, testRG, "regular", nil); !errors.As(err, &re) || re.StatusCode != http.StatusTooManyRequests ||
 		re.RawResponse.Header.Get("Retry-After") != "7" {
 		t.Fatalf("throttled: %v", err)
+	}
+}
+
+// TestFailLaunches: the next creations fail the way Azure sends each
+// code (a placement failure from the operation, anything else as the
+// PUT's answer, with Azure's status), and then creations work again; a
+// Spot max price with more than 5 decimals is refused as Azure does.
+func TestFailLaunches(t *testing.T) {
+	c := New()
+	defer c.Close()
+	ctx := context.Background()
+	cl := client(t, c)
+	c.FailLaunches(2, Failure{Code: "AuthorizationFailed"})
+	c.FailLaunches(1, LaunchFailure("ZonalAllocationFailed"))
+	var re *azcore.ResponseError
+	for _, name := range []string{"a", "b"} {
+		if _, err := cl.BeginCreateOrUpdate(ctx, testRG, name, spotVM("Delete"), nil); !errors.As(err, &re) ||
+			re.StatusCode != http.StatusForbidden || re.ErrorCode != "AuthorizationFailed" || !strings.Contains(err.Error(), "does not have authorization") {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	poller, err := cl.BeginCreateOrUpdate(ctx, testRG, "c", spotVM("Delete"), nil)
+	if err != nil {
+		t.Fatalf("a placement failure refused the PUT: %v", err)
+	}
+	if _, err = poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: time.Millisecond}); !errors.As(err, &re) || re.ErrorCode != "ZonalAllocationFailed" {
+		t.Fatalf("c's creation: %v", err)
+	}
+	if _, err := cl.BeginCreateOrUpdate(ctx, testRG, "d", spotVM("Delete"), nil); err != nil {
+		t.Fatalf("after the failures: %v", err)
+	}
+	for price, ok := range map[float64]bool{0.12346: true, 0.123456: false, -1: true, 0: false, 3: true} {
+		vm := spotVM("Delete")
+		vm.Properties.BillingProfile.MaxPrice = &price
+		_, err := cl.BeginCreateOrUpdate(ctx, testRG, fmt.Sprintf("p-%v", price), vm, nil)
+		if refused := errors.As(err, &re) && re.ErrorCode == "MaxPriceValueInvalid" && re.StatusCode == http.StatusBadRequest; refused == ok {
+			t.Errorf("max price %v: %v", price, err)
+		}
+	}
+	if got := c.Creates()[len(c.Creates())-1].MaxPriceText; got == "" {
+		t.Error("the max price's text is not recorded")
 	}
 }
 

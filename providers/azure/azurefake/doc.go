@@ -19,7 +19,10 @@
 // What it does like Azure: create-only PUTs (If-None-Match), long-running
 // operations polled through Azure-AsyncOperation, paged listings with
 // nextLink, provisioning and power states in the instance view, ARM error
-// bodies ({"error":{"code","message"}}) for capacity and quota refusals,
+// bodies ({"error":{"code","message"}}) with Azure's status and message
+// for any refusal, made to order (FailLaunches: a placement failure fails
+// the creation's operation, anything else the PUT, as Azure sends each
+// code), Spot max prices with more than 5 decimals refused,
 // throttling with Retry-After, Spot evictions under the VM's eviction
 // policy, and the Retail Prices API's rows, OData filter and paging. What
 // it does not: networking, disks, images, identities, quotas of its own.

@@ -1,10 +1,12 @@
 package azurefake
 
 import (
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math/big"
 	"net/http"
 	"slices"
 	"strings"
@@ -31,17 +33,28 @@ type createRecord struct {
 	body     []byte
 }
 
-// rule applies a failure to the VMs whose name starts with prefix.
+// rule applies a failure to the VMs whose name starts with prefix, left
+// more times (for ever when left is negative).
 type rule struct {
 	prefix string
 	f      Failure
+	left   int
 }
 
-func matchRule(rules []rule, name string) (Failure, bool) {
-	for _, r := range rules {
-		if strings.HasPrefix(name, r.prefix) {
-			return r.f, true
+// takeRule finds the first rule for a VM name and uses it once.
+func takeRule(rules *[]rule, name string) (Failure, bool) {
+	for i := range *rules {
+		r := &(*rules)[i]
+		if !strings.HasPrefix(name, r.prefix) {
+			continue
 		}
+		f := r.f
+		if r.left > 0 {
+			if r.left--; r.left == 0 {
+				*rules = slices.Delete(*rules, i, i+1)
+			}
+		}
+		return f, true
 	}
 	return Failure{}, false
 }
@@ -92,24 +105,72 @@ type Failure struct {
 	Message string
 }
 
-// CapacityFailure is Azure's refusal for lack of capacity or quota, with
-// the message Azure gives for the code: SkuNotAvailable, AllocationFailed,
-// ZonalAllocationFailed, OverconstrainedAllocationRequest, QuotaExceeded,
-// or OperationNotAllowed (the regional Spot vCPU quota).
-func CapacityFailure(code string) Failure {
-	msgs := map[string]string{
-		"SkuNotAvailable":                  "The requested VM size for resource 'Following SKUs have failed for Capacity Restrictions' is currently not available in this location. Please try another size or deploy to a different location or different zone.",
-		"AllocationFailed":                 "Allocation failed. We do not have sufficient capacity for the requested VM size in this region.",
-		"ZonalAllocationFailed":            "Allocation failed. We do not have sufficient capacity for the requested VM size in this zone.",
-		"OverconstrainedAllocationRequest": "Allocation failed. VM(s) with the following constraints cannot be allocated, because the condition is too restrictive.",
-		"QuotaExceeded":                    "Operation could not be completed as it results in exceeding approved standardNDASv4_A100Family Cores quota.",
-		"OperationNotAllowed":              "Operation could not be completed as it results in exceeding approved Total Regional Low-priority vCPUs quota. Additional details - Deployment Model: Resource Manager, Location: eastus, Current Limit: 24, Current Usage: 24, Additional Required: 96.",
-	}
-	msg, ok := msgs[code]
+// LaunchFailure is Azure's answer to a VM creation that fails with code:
+// the HTTP status and the message Azure gives (409 Conflict and a generic
+// message for a code not listed here).
+func LaunchFailure(code string) Failure {
+	f, ok := launchFailures[code]
 	if !ok {
-		msg = "Allocation failed (" + code + ")."
+		f = Failure{Status: http.StatusConflict, Message: "The operation failed (" + code + ")."}
 	}
-	return Failure{Status: http.StatusConflict, Code: code, Message: msg}
+	f.Code = code
+	return f
+}
+
+// launchFailures are Azure's status and message per code.
+var launchFailures = map[string]Failure{
+	"SkuNotAvailable": {Status: http.StatusConflict, Message: "The requested VM size for resource 'Following SKUs have failed for Capacity Restrictions' " +
+		"is currently not available in this location. Please try another size or deploy to a different location or different zone."},
+	"AllocationFailed":                      {Status: http.StatusConflict, Message: "Allocation failed. We do not have sufficient capacity for the requested VM size in this region."},
+	"ZonalAllocationFailed":                 {Status: http.StatusConflict, Message: "Allocation failed. We do not have sufficient capacity for the requested VM size in this zone."},
+	"OverconstrainedAllocationRequest":      {Status: http.StatusConflict, Message: "Allocation failed. VM(s) with the following constraints cannot be allocated, because the condition is too restrictive."},
+	"OverconstrainedZonalAllocationRequest": {Status: http.StatusConflict, Message: "Allocation failed. VM(s) with the following constraints cannot be allocated in the zone, because the condition is too restrictive."},
+	"QuotaExceeded": {Status: http.StatusConflict, Message: "Operation could not be completed as it results in exceeding approved standardNDASv4_A100Family Cores quota. " +
+		"Additional details - Deployment Model: Resource Manager, Location: eastus, Current Limit: 192, Current Usage: 96, Additional Required: 192, (Minimum) New Limit Required: 288."},
+	"OperationNotAllowed": {Status: http.StatusConflict, Message: "Operation could not be completed as it results in exceeding approved Total Regional Low-priority vCPUs quota. " +
+		"Additional details - Deployment Model: Resource Manager, Location: eastus, Current Limit: 200, Current Usage: 192, Additional Required: 96, (Minimum) New Limit Required: 288."},
+	"SpotPriceGreaterThanProvidedMaxPrice": {Status: http.StatusConflict, Message: "Unable to perform operation 'Create VM' since the provided max price " +
+		"is lower than the current spot price for the Azure Spot VM size in this region."},
+	"InsufficientSubnetSize":               {Status: http.StatusBadRequest, Message: "Subnet 'gpu' with address prefix '10.0.0.0/28' does not have enough capacity for 1 IP addresses."},
+	"MaxPriceValueInvalid":                 {Status: http.StatusBadRequest, Message: "Max price value is invalid: it must be -1 or greater than zero, with at most 5 decimal places."},
+	"AzureSpotIsNotSupportedForThisVMSize": {Status: http.StatusBadRequest, Message: "Azure Spot is not supported for this VM size."},
+	"InvalidParameter":                     {Status: http.StatusBadRequest, Message: "The value of parameter imageReference is invalid."},
+	"AuthorizationFailed": {Status: http.StatusForbidden, Message: "The client '5f1b7a2c-0000-0000-0000-000000000000' with object id " +
+		"'5f1b7a2c-0000-0000-0000-000000000000' does not have authorization to perform action 'Microsoft.Compute/virtualMachines/write' " +
+		"over scope '/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/spotwise-test' or the scope is invalid. " +
+		"If access was recently granted, please refresh your credentials."},
+	"SubscriptionNotRegistered": {Status: http.StatusConflict, Message: "The subscription is not registered to use namespace 'Microsoft.Compute'."},
+	"MissingSubscriptionRegistration": {Status: http.StatusConflict, Message: "The subscription is not registered to use namespace 'Microsoft.Compute'. " +
+		"See https://aka.ms/rps-not-found for how to register subscriptions."},
+	"ResourceGroupNotFound":  {Status: http.StatusNotFound, Message: "Resource group 'spotwise-test' could not be found."},
+	"InternalExecutionError": {Status: http.StatusInternalServerError, Message: "An internal execution error occurred. Please retry later."},
+}
+
+// asyncFailures are the codes Azure reports from the creation's
+// long-running operation rather than as the PUT's answer: the request was
+// valid, and placing the VM failed.
+var asyncFailures = map[string]bool{
+	"AllocationFailed": true, "ZonalAllocationFailed": true, "OverconstrainedAllocationRequest": true,
+	"OverconstrainedZonalAllocationRequest": true, "InternalExecutionError": true,
+}
+
+// FailLaunches makes the next n VM creations fail with f the way Azure
+// reports its code: a placement failure (AllocationFailed,
+// ZonalAllocationFailed, Overconstrained...) as FailProvisioning does, the
+// PUT accepted and its operation Failed; any other code as RefuseCreates
+// does, the PUT's error answer. A zero Status or empty Message is
+// LaunchFailure's.
+func (c *Cloud) FailLaunches(n int, f Failure) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	def := LaunchFailure(f.Code)
+	f.Status, f.Message = cmp.Or(f.Status, def.Status), cmp.Or(f.Message, def.Message)
+	r := rule{f: f, left: n}
+	if asyncFailures[f.Code] {
+		c.failProv = append([]rule{r}, c.failProv...)
+		return
+	}
+	c.refuse = append([]rule{r}, c.refuse...)
 }
 
 // RefuseCreates answers every PUT of a VM whose name starts with prefix
@@ -117,7 +178,7 @@ func CapacityFailure(code string) Failure {
 func (c *Cloud) RefuseCreates(prefix string, f Failure) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.refuse = append([]rule{{prefix, f}}, c.refuse...)
+	c.refuse = append([]rule{{prefix, f, -1}}, c.refuse...)
 }
 
 // FailProvisioning accepts the PUT of a VM whose name starts with prefix
@@ -127,7 +188,7 @@ func (c *Cloud) RefuseCreates(prefix string, f Failure) {
 func (c *Cloud) FailProvisioning(prefix string, f Failure) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.failProv = append([]rule{{prefix, f}}, c.failProv...)
+	c.failProv = append([]rule{{prefix, f, -1}}, c.failProv...)
 }
 
 // FailDeletes makes the next n deletions end Failed (OperationPreempted)
@@ -138,8 +199,8 @@ func (c *Cloud) FailDeletes(n int) {
 	c.deleteFail = n
 }
 
-// ClearFailures forgets RefuseCreates, FailProvisioning and FailDeletes
-// (VMs that failed stay failed).
+// ClearFailures forgets RefuseCreates, FailProvisioning, FailLaunches and
+// FailDeletes (VMs that failed stay failed).
 func (c *Cloud) ClearFailures() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -160,7 +221,10 @@ type Create struct {
 	// MaxPrice is billingProfile.maxPrice in dollars an hour (-1: up to
 	// the on-demand price); nil without a billing profile.
 	MaxPrice *float64
-	Tags     map[string]string
+	// MaxPriceText is billingProfile.maxPrice as the request's JSON wrote
+	// it ("0.12346"); "" without one.
+	MaxPriceText string
+	Tags         map[string]string
 	// CustomData is the decoded custom data: the boot script.
 	CustomData string
 	// Request is the whole body, decoded afresh for each caller.
@@ -204,6 +268,7 @@ func readCreate(rg, name string, body []byte) Create {
 	}
 	if p.BillingProfile != nil && p.BillingProfile.MaxPrice != nil {
 		cr.MaxPrice = ptr(*p.BillingProfile.MaxPrice)
+		cr.MaxPriceText = maxPriceText(body)
 	}
 	if p.OSProfile != nil && p.OSProfile.CustomData != nil {
 		if b, err := base64.StdEncoding.DecodeString(*p.OSProfile.CustomData); err == nil {
@@ -322,4 +387,30 @@ func (c *Cloud) AddVM(resourceGroup string, model armcompute.VirtualMachine) err
 	c.vms[vmKey(resourceGroup, name)] = &vm{rg: resourceGroup, name: name, id: newGUID(), spec: stripSecrets(model),
 		body: body, created: c.now(), provisioning: prov, power: "running"}
 	return nil
+}
+
+// maxPriceText is billingProfile.maxPrice as written in a VM's JSON.
+func maxPriceText(body []byte) string {
+	var doc struct {
+		Properties struct {
+			BillingProfile struct {
+				MaxPrice json.Number `json:"maxPrice"`
+			} `json:"billingProfile"`
+		} `json:"properties"`
+	}
+	_ = json.Unmarshal(body, &doc)
+	return doc.Properties.BillingProfile.MaxPrice.String()
+}
+
+// maxPriceValid reports whether Azure takes a Spot max price: -1, or above
+// zero with at most 5 decimals.
+func maxPriceValid(text string) bool {
+	v, ok := new(big.Rat).SetString(text)
+	if !ok {
+		return false
+	}
+	if v.Cmp(big.NewRat(-1, 1)) == 0 {
+		return true
+	}
+	return v.Sign() > 0 && new(big.Rat).Mul(v, big.NewRat(100000, 1)).IsInt()
 }
