@@ -466,35 +466,27 @@ func TestParseReportsWhatDidNotDecodeOnce(t *testing.T) {
 	})
 }
 
-// The fuzzer found specs of thousands of problems taking seconds each: the
-// check that a problem follows from another was quadratic. The API parses
-// whatever anyone sends, so a spec of many problems must cost about what a
-// spec of the same size with one problem costs.
-func TestParseIsLinearInProblems(t *testing.T) {
-	if testing.Short() {
-		t.Skip("timing")
-	}
+// BenchmarkParseManyProblems parses a spec of 5,000 env entries with one
+// problem and one with 10,001 (each key invalid, each value not text):
+// reporting problems must stay linear, so the two cost about the same (a
+// hostile body cannot make the API spin).
+func BenchmarkParseManyProblems(b *testing.B) {
 	env := func(entry string) []byte {
-		var b strings.Builder
+		var sb strings.Builder
 		for i := range 5000 {
-			fmt.Fprintf(&b, entry, i)
+			fmt.Fprintf(&sb, entry, i)
 		}
-		return yamlSpec(map[string]string{"env": "{" + b.String() + "}"})
+		return yamlSpec(map[string]string{"env": "{" + sb.String() + "}"})
 	}
-	timed := func(data []byte) time.Duration {
-		best := time.Hour
-		for range 2 {
-			start := time.Now()
-			validationErrors(t, data)
-			best = min(best, time.Since(start))
-		}
-		return best
-	}
-	// One problem (too many entries), then 10,001: each key is invalid
-	// and each value is not text.
-	one, many := timed(env("K%05d: v, ")), timed(env("%06d: 1, "))
-	if many > 5*one {
-		t.Errorf("a spec with 10,001 problems took %v to parse, one of the same size with one problem %v", many, one)
+	for _, c := range []struct{ name, entry string }{{"one problem", "K%05d: v, "}, {"10001 problems", "%06d: 1, "}} {
+		data := env(c.entry)
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Parse(data, vocab); err == nil {
+					b.Fatal("accepted")
+				}
+			}
+		})
 	}
 }
 

@@ -60,6 +60,9 @@ func (s *Scheduler) apply(ctx context.Context, id string, in job.Input) (*job.Re
 		return nil, res, fmt.Errorf("%s for job %s: %w", in.Name(), id, err)
 	}
 	s.metrics.verdict(in.Name(), string(res.Verdict))
+	if _, placed := in.(job.Place); placed && res.Changed() {
+		s.metrics.placements.Add(1) // counted once recorded, before the launch
+	}
 	if res.Verdict == job.Refused {
 		s.log.Warn("event refused", zap.String("job", id), zap.String("event", in.Name()), zap.String("why", res.Why))
 	}

@@ -64,7 +64,7 @@ func TestOneSchedulerAtATime(t *testing.T) {
 			r.waitState(t, second.ID, job.Placing)
 			took := time.Since(stopped)
 			if leaseB.Terms() != 1 || b.Stats().Placements < 1 {
-				t.Fatalf("b did not take over: terms %d, %+v", leaseB.Terms(), b.Stats())
+				t.Fatalf("b did not take over: terms %d, %+v; a %+v; second %+v", leaseB.Terms(), b.Stats(), a.Stats(), r.get(t, second.ID).Status)
 			}
 			ttl := r.bus.LeaseTTL()
 			if !crash && took > ttl {

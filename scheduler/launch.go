@@ -48,7 +48,6 @@ func (s *Scheduler) launch(ctx context.Context, rec *job.Record, a job.Attempt) 
 		time.Sleep(time.Duration(1<<try) * 100 * time.Millisecond)
 	}
 	if err == nil {
-		s.metrics.placements.Add(1)
 		s.log.Info("launched", zap.String("job", rec.ID), zap.String("offer", a.Placement.OfferID), zap.Int("instances", len(insts)))
 	}
 	s.launchOutcome(ctx, rec.ID, a, err, insts)
