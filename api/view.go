@@ -1,11 +1,13 @@
 package api
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/money"
+	"github.com/spotwise/spotwise/providers"
 )
 
 // JobView is a job as clients see it.
@@ -31,7 +33,15 @@ type JobView struct {
 	PendingReasons []job.PendingReason `json:"pending_reasons"`
 	Events         []EventView         `json:"events"`
 	Attempts       []job.Attempt       `json:"attempts,omitempty"`
-	WorkLost       job.Duration        `json:"work_lost,omitempty"`
+	// Current is the attempt that runs the job (or acquires capacity for
+	// it); Previous the one it is leaving (under notice, or released
+	// until its provider confirms the capacity is gone).
+	Current  *job.Attempt `json:"current,omitempty"`
+	Previous *job.Attempt `json:"previous,omitempty"`
+	// Warnings are things about the job a user should know: work a
+	// preemption would lose, say.
+	Warnings []string     `json:"warnings,omitempty"`
+	WorkLost job.Duration `json:"work_lost,omitempty"`
 	// Checkpoint is the last good checkpoint (where a move resumes from).
 	Checkpoint  *job.CheckpointRef `json:"checkpoint,omitempty"`
 	Preemptions int                `json:"preemptions"`
@@ -111,10 +121,31 @@ func viewOf(r *job.Record, now time.Time, reasons []job.PendingReason, history [
 	if a := r.Status.Current; a != nil {
 		v.Estimate = &Estimate{Runtime: a.EstimatedRuntime, CostUSD: a.EstimatedCost}
 	}
+	v.Current, v.Previous = r.Status.Current, r.Status.Previous
+	v.Warnings = warnings(r)
 	for _, h := range history {
 		e := h.Event
 		v.Events = append(v.Events, EventView{Time: h.Envelope.Time, Kind: e.Kind, State: e.State, Attempt: e.Attempt,
 			Message: e.Message, Placement: e.Placement, Reasons: e.Reasons, Progress: e.Progress, CostUSD: e.Cost})
 	}
 	return v
+}
+
+// warnings says what a user should know about where a job runs: a spot
+// offer whose notice is shorter than the job's checkpoint takes loses, at
+// an interruption, the work since the last periodic checkpoint.
+func warnings(r *job.Record) []string {
+	a := r.Status.Current
+	ck := r.Spec.Checkpoint
+	if a == nil || ck.Disabled || r.Status.State.Terminal() {
+		return nil
+	}
+	p := a.Placement
+	notice := providers.Offer{Provider: p.Provider, Purchase: providers.PurchaseOption(p.Purchase)}.Notice()
+	need := ck.Time()
+	if notice >= need {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s %s warns %s before taking the capacity back, less than the job's checkpoint takes (%s): an interruption loses the work since the last periodic checkpoint (checkpoint.skip_short_notice: true avoids such offers)",
+		p.Provider, p.Purchase, notice, need)}
 }

@@ -43,6 +43,7 @@ func (j JobRisk) Score(o providers.Offer, base Estimate, rate float64, source st
 		Checkpoint:           j.Checkpoint,
 		Changeover:           o.LaunchLatency,
 		Provider:             o.Provider, Region: o.Region,
+		NoticeWindow: o.Notice(),
 	}
 	if restart != nil {
 		in.RestartProvider, in.RestartRegion = restart.Provider, restart.Region

@@ -8,7 +8,7 @@ import (
 )
 
 // DefaultCheckpointTime is assumed for a job that does not say how long
-// its checkpoints take (the scheduler's executor assumes the same).
+// its checkpoints take: the spec's job.DefaultCheckpointDuration.
 const DefaultCheckpointTime = time.Minute
 
 // Checkpointing is how a job saves its work, as far as cost is concerned.
@@ -58,6 +58,13 @@ type RiskInput struct {
 	// time adds to the changeover and its price to the cost.
 	Provider, Region               string
 	RestartProvider, RestartRegion string
+	// NoticeWindow is how long before taking the capacity back the
+	// provider warns (2 minutes for AWS spot, 30 seconds for Azure and
+	// GCP); zero: no warning. When the job's checkpoint fits in it, an
+	// interruption loses no work, only the changeover: the checkpoint is
+	// taken at the notice. When it does not fit, the work since the last
+	// periodic checkpoint is lost.
+	NoticeWindow time.Duration
 }
 
 // RiskEstimate is the expected cost and time to finish a job on an offer
@@ -87,6 +94,12 @@ type RiskEstimate struct {
 	// Loss is the expected billed time one interruption costs: work since
 	// the last checkpoint, the changeover, the checkpoint's move.
 	Loss time.Duration `json:"loss_per_interruption"`
+	// SavedAtNotice: the checkpoint fits in the notice window, so an
+	// interruption costs the changeover and no work. ShortNotice: the
+	// offer warns, but less than the checkpoint takes, so an interruption
+	// loses the work since the last periodic checkpoint.
+	SavedAtNotice bool `json:"saved_at_notice"`
+	ShortNotice   bool `json:"short_notice"`
 	// Storage is the cost of keeping the checkpoint while the job runs;
 	// Transfers the expected cost of moving it after interruptions.
 	Storage   money.Micros `json:"storage"`
@@ -154,7 +167,20 @@ func ExpectedCost(in RiskInput) RiskEstimate {
 		out.Interval = interval
 	}
 	expected := steady
-	if rate > 0 && work > 0 {
+	saved := !ck.Disabled && in.NoticeWindow > 0 && in.NoticeWindow >= ck.Time
+	out.SavedAtNotice = saved
+	out.ShortNotice = !ck.Disabled && in.NoticeWindow > 0 && !saved
+	switch {
+	case saved && rate > 0 && work > 0:
+		// Checkpointed at each notice: no work is redone; each
+		// interruption costs the checkpoint written in the window and
+		// the changeover.
+		out.Interruptions = rate * steady.Hours()
+		out.PAny = -math.Expm1(-rate * steady.Hours())
+		out.Loss = addSat(write, changeover)
+		expected = addSat(steady, hoursDuration(out.Interruptions*out.Loss.Hours()))
+		out.Transfers = scaleByFloat(moveCost, out.Interruptions)
+	case rate > 0 && work > 0:
 		// Hours as floats: these are expectations, rounded up to the
 		// second once.
 		d := changeover.Hours()

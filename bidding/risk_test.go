@@ -235,3 +235,52 @@ func TestRiskBlendRate(t *testing.T) {
 		t.Errorf("no weight, no data: %v", got)
 	}
 }
+
+// A checkpoint that fits in the provider's notice is taken at the notice:
+// an interruption then costs the checkpoint and the changeover, no work.
+// One that does not fit (Azure's and GCP's 30 s against a 2-minute
+// checkpoint) loses the work since the last periodic checkpoint, as with
+// no notice at all, and says so.
+func TestRiskNoticeWindow(t *testing.T) {
+	none := ExpectedCost(riskIn(0.1))
+	cases := []struct {
+		name          string
+		window        time.Duration
+		saved, short  bool
+		cheaperThanNo bool
+	}{
+		{"AWS spot: 2 min for a 2 min checkpoint", 2 * time.Minute, true, false, true},
+		{"Azure spot: 30 s for a 2 min checkpoint", 30 * time.Second, false, true, false},
+		{"no notice", 0, false, false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := riskIn(0.1)
+			in.NoticeWindow = c.window
+			got := ExpectedCost(in)
+			if got.SavedAtNotice != c.saved || got.ShortNotice != c.short {
+				t.Fatalf("saved at notice %v, short notice %v; want %v, %v", got.SavedAtNotice, got.ShortNotice, c.saved, c.short)
+			}
+			if c.saved {
+				if want := in.Checkpoint.Time + in.Startup; got.Loss != want {
+					t.Errorf("loss per interruption %s, want the checkpoint and the changeover (%s)", got.Loss, want)
+				}
+				if got.Cost >= none.Cost || got.Interruptions <= 0 {
+					t.Errorf("cost %s with the checkpoint at the notice, %s without: should be cheaper", got.Cost, none.Cost)
+				}
+				return
+			}
+			if got.Cost != none.Cost || got.Loss != none.Loss {
+				t.Errorf("cost %s, loss %s; want as with no notice: %s, %s", got.Cost, got.Loss, none.Cost, none.Loss)
+			}
+		})
+	}
+	t.Run("a job that cannot checkpoint loses its work either way", func(t *testing.T) {
+		in := riskIn(0.1)
+		in.Checkpoint.Disabled = true
+		in.NoticeWindow = 2 * time.Minute
+		if got := ExpectedCost(in); got.SavedAtNotice || got.ShortNotice {
+			t.Errorf("saved %v, short %v for a job that cannot checkpoint", got.SavedAtNotice, got.ShortNotice)
+		}
+	})
+}

@@ -528,7 +528,7 @@ func (t *tx) expire(in Expire) {
 		t.duplicate("the deadline was missed already; the job runs anyway")
 		return
 	}
-	if t.r.Spec.OnDeadlineMiss() == "run" {
+	if t.r.Spec.OnDeadlineMiss() == DeadlineMissRun {
 		s.DeadlineMissed = true
 		s.Message = "the deadline can no longer be met (" + in.Message + "); running anyway, as the spec says"
 		t.alert(SeverityWarning, "deadline-missed", fmt.Sprintf("job %s (%s) can no longer meet its deadline: %s; it runs anyway (on_deadline_miss: run)", t.r.Spec.Name, t.r.ID, in.Message),

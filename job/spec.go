@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/spotwise/spotwise/money"
@@ -140,6 +141,22 @@ type Checkpoint struct {
 	// counting the work an interruption there would lose. It needs a job
 	// that checkpoints.
 	SkipShortNotice bool `json:"skip_short_notice,omitempty"`
+}
+
+// DefaultCheckpointDuration is how long a checkpoint is assumed to take
+// when the spec does not say: a job with no checkpoint section is taken to
+// checkpoint on SIGUSR1 within a minute. That fits AWS spot's 2-minute
+// notice, not the 30 seconds of Azure and GCP spot, where an interruption
+// loses the work since the last periodic checkpoint (say how long yours
+// take, or set skip_short_notice, or disabled if it cannot checkpoint).
+const DefaultCheckpointDuration = time.Minute
+
+// Time is how long one checkpoint takes: Duration, or the default.
+func (c Checkpoint) Time() time.Duration {
+	if d := c.Duration.D(); d > 0 {
+		return d
+	}
+	return DefaultCheckpointDuration
 }
 
 // Vocabulary is what a spec is checked against: the GPU types, providers,

@@ -59,7 +59,27 @@ type Offer struct {
 	// LaunchLatency is how long an instance typically takes from launch to
 	// running.
 	LaunchLatency time.Duration `json:"launch_latency"`
-	UpdatedAt     time.Time     `json:"updated_at"`
+	// NoticeWindow is how long before taking the capacity back the
+	// provider warns (zero: NoticeWindow's default for the provider).
+	NoticeWindow time.Duration `json:"notice_window,omitempty"`
+	UpdatedAt    time.Time     `json:"updated_at"`
+}
+
+// Notice is how long before taking an offer's capacity back its provider
+// warns: what the offer says, else 2 minutes for AWS spot (the EC2
+// interruption notice) and 30 seconds for the others (Azure Scheduled
+// Events Preempt, GCP preemption). On-demand and reserved capacity is not
+// taken back on short notice (maintenance is announced days ahead).
+func (o Offer) Notice() time.Duration {
+	switch {
+	case o.NoticeWindow > 0:
+		return o.NoticeWindow
+	case o.Purchase != Spot:
+		return 24 * time.Hour
+	case o.Provider == "aws":
+		return 2 * time.Minute
+	}
+	return 30 * time.Second
 }
 
 // ID is the offer's stable key: provider/region/zone/instance-type/purchase.

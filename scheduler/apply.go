@@ -56,6 +56,11 @@ func (s *Scheduler) apply(ctx context.Context, id string, in job.Input) (*job.Re
 	case errors.Is(err, events.ErrNotFound):
 		s.metrics.verdict(in.Name(), "no-job")
 		return nil, job.Result{Verdict: job.Stale, Why: "no such job"}, nil
+	case errors.Is(err, ErrDeposed):
+		if s.depose != nil {
+			s.depose(ErrDeposed)
+		}
+		return nil, res, fmt.Errorf("%s for job %s: %w", in.Name(), id, err)
 	case err != nil:
 		return nil, res, fmt.Errorf("%s for job %s: %w", in.Name(), id, err)
 	}

@@ -66,6 +66,9 @@ type Requirements struct {
 	CkptTime     time.Duration
 	CkptInterval time.Duration
 	CkptSizeGB   float64
+	// SkipShortNotice leaves out offers whose notice window is shorter
+	// than the checkpoint takes.
+	SkipShortNotice bool
 }
 
 // RequirementsOf extracts a record's placement needs.
@@ -103,6 +106,7 @@ func requirements(s *job.Spec) Requirements {
 		Work: s.Work.ReferenceDuration(s.TotalGPUs()), RefGPU: s.Work.ReferenceGPU, Class: s.Class(),
 		Providers: j(p.Providers), DenyProviders: j(p.DenyProviders), Regions: j(p.Regions), DenyRegions: j(p.DenyRegions), Geographies: j(p.Geographies),
 		CkptDisabled: s.Checkpoint.Disabled, CkptTime: s.Checkpoint.Duration.D(), CkptInterval: s.Checkpoint.Interval.D(), CkptSizeGB: s.Checkpoint.SizeGB,
+		SkipShortNotice: s.Checkpoint.SkipShortNotice,
 	}
 }
 
@@ -133,7 +137,8 @@ type compiledOffer struct {
 	purchase  uint8
 	price     money.Micros
 	startup   time.Duration
-	available int // -1 unknown; decremented as the cycle places jobs
+	notice    time.Duration // how long before taking it back the provider warns
+	available int           // -1 unknown; decremented as the cycle places jobs
 	blocked   bool
 	// rate is how often the offer's capacity is taken back, per
 	// instance-hour.
@@ -228,7 +233,7 @@ func compileOffers(offers []providers.Offer, now time.Time, unavailable map[stri
 		}
 		co.all[i] = compiledOffer{
 			offer: o, gpu: g, region: r, purchase: purchaseBit(o.Purchase),
-			price: o.Price, startup: o.LaunchLatency, available: avail,
+			price: o.Price, startup: o.LaunchLatency, notice: o.Notice(), available: avail,
 			blocked: marked && now.Before(until), rate: rate,
 		}
 		grp := &co.groups[g]
@@ -280,6 +285,9 @@ type needs struct {
 	minRAM    float64
 	maxPrice  money.Micros
 	purchase  string
+	// skipShort: the job wants no offer whose notice is shorter than its
+	// checkpoint (ckpt.Time).
+	skipShort bool
 	// err is set when the job cannot be sized on a GPU type (no
 	// throughput figure): it is reported, not placed.
 	err string
@@ -335,6 +343,10 @@ func (co *compiledOffers) compileNeeds(r *Requirements, tp bidding.ThroughputTab
 	}
 	n.regions = rules.allowed(r, co)
 	n.ckpt = bidding.Checkpointing{Disabled: r.CkptDisabled, Time: r.CkptTime, Interval: r.CkptInterval, SizeGB: r.CkptSizeGB}
+	if n.ckpt.Time <= 0 {
+		n.ckpt.Time = bidding.DefaultCheckpointTime
+	}
+	n.skipShort = r.SkipShortNotice && !r.CkptDisabled
 	if r.CkptProvider != "" && r.CkptGB > 0 {
 		n.moveTime = make([]time.Duration, len(co.regions))
 		n.moveCost = make([]money.Micros, len(co.regions))

@@ -152,7 +152,7 @@ func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 // there already).
 func (cj *compiledJob) stayEstimate(now time.Time, o *compiledOffer, runtime time.Duration) bidding.Estimate {
 	in := bidding.RiskInput{Now: now, PricePerHour: o.price, Nodes: cj.nodes, Runtime: runtime, Changeover: o.startup,
-		InterruptionsPerHour: o.rate, Checkpoint: cj.ckpt, Provider: o.offer.Provider, Region: o.offer.Region}
+		InterruptionsPerHour: o.rate, Checkpoint: cj.ckpt, Provider: o.offer.Provider, Region: o.offer.Region, NoticeWindow: o.notice}
 	return bidding.ExpectedCost(in).Estimate
 }
 
@@ -178,6 +178,8 @@ func (n *needs) staticReason(o *compiledOffer) reason {
 		return reasonPurchase
 	case n.maxPrice > 0 && o.price > n.maxPrice:
 		return reasonMaxPrice
+	case n.skipShort && o.notice < n.ckpt.Time:
+		return reasonShortNotice
 	}
 	return reasonNone
 }
@@ -239,7 +241,7 @@ func (co *compiledOffers) cheapest(cj *compiledJob, now time.Time, mask uint8) (
 // changeovers, periodic checkpoint writes, checkpoint storage).
 func (cj *compiledJob) estimate(now time.Time, o *compiledOffer, runtime time.Duration) bidding.Estimate {
 	in := bidding.RiskInput{Now: now, PricePerHour: o.price, Nodes: cj.nodes, Startup: o.startup, Runtime: runtime,
-		InterruptionsPerHour: o.rate, Checkpoint: cj.ckpt, Provider: o.offer.Provider, Region: o.offer.Region}
+		InterruptionsPerHour: o.rate, Checkpoint: cj.ckpt, Provider: o.offer.Provider, Region: o.offer.Region, NoticeWindow: o.notice}
 	if cj.moveTime != nil {
 		in.Startup += cj.moveTime[o.region]
 		in.Extra = cj.moveCost[o.region]

@@ -437,3 +437,43 @@ func TestDecideAsksTheDeadlinePolicy(t *testing.T) {
 		})
 	}
 }
+
+// An offer whose notice is shorter than the job's checkpoint is scored
+// with the work an interruption there would lose; a job that asks for it
+// (checkpoint.skip_short_notice) is kept off such offers, with the reason.
+func TestShortNoticeOffers(t *testing.T) {
+	// The same GPU on AWS spot (2 minutes' notice) and, a little cheaper,
+	// Azure spot (30 seconds); the job's checkpoint takes 2 minutes.
+	aws := offer("aws", "us-east-1", "p3.2xlarge", "V100", 1, "1.00").spot("3.06").get()
+	azure := offer("azure", "eastus", "Standard_NC6s_v3", "V100", 1, "0.99").spot("3.06").get()
+	rates := map[string]float64{aws.ID(): 0.05, azure.ID(): 0.05}
+	mk := func(skip bool) *QueuedJob {
+		b := queued("j", "20h on V100").purchase(job.PurchaseSpot)
+		b.spec.Checkpoint = job.Checkpoint{Duration: job.Duration(2 * time.Minute), SkipShortNotice: skip}
+		return b.get()
+	}
+	snap := Snapshot{Now: t0, Offers: []providers.Offer{aws, azure}, Throughput: testTP, Geography: geo, Rates: rates}
+
+	snap.Jobs = []*QueuedJob{mk(false)}
+	plan := Decide(snap)
+	if len(plan.Placements) != 1 || plan.Placements[0].Offer.ID() != aws.ID() {
+		t.Fatalf("placed %+v; want the AWS offer: the Azure one is cheaper by the hour, but each interruption there loses the work since the last checkpoint", plan.Placements)
+	}
+	v := Explain(snap, snap.Jobs[0])
+	for _, x := range v {
+		if x.Offer.ID() == azure.ID() && (x.Reason != "" || x.Estimate.Cost <= v[0].Estimate.Cost) {
+			t.Fatalf("the Azure offer: %+v; want it feasible and dearer to finish than AWS (%s)", x, v[0].Estimate.Cost)
+		}
+	}
+
+	snap.Offers = []providers.Offer{azure}
+	snap.Jobs = []*QueuedJob{mk(true)}
+	plan = Decide(snap)
+	if len(plan.Placements) != 0 || len(plan.Pending) != 1 {
+		t.Fatalf("a job that skips short notices was placed: %+v", plan)
+	}
+	r := plan.Pending[0].Reasons
+	if len(r) == 0 || r[0].Code != "short-notice" || !strings.Contains(r[0].Message, "2m") {
+		t.Fatalf("pending reasons %+v; want short-notice naming the checkpoint's 2m", r)
+	}
+}

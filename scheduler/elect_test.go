@@ -76,3 +76,57 @@ func TestOneSchedulerAtATime(t *testing.T) {
 		})
 	}
 }
+
+// A scheduler's writes carry its lease term: once a scheduler of a newer
+// term has written a job, a deposed one's late write is refused and it
+// steps down; a scheduler whose lease is no longer valid writes nothing.
+func TestDeposedSchedulerCannotWrite(t *testing.T) {
+	r := newRig(t, rigOpt{noScheduler: true})
+	cat := catalog.Default()
+	mk := func(term int64, valid func() bool) (*scheduler.Scheduler, chan error) {
+		s := scheduler.New(r.bus, scheduler.Options{Clock: r.clk, Log: eventstest.Logger(t), Clouds: map[string]providers.Provider{"aws": r.cloud},
+			Throughput: cat, Geography: cat.GeographyOf, ReconcileInterval: 100 * time.Millisecond, Debounce: time.Millisecond,
+			Term: term, LeaseValid: valid})
+		done := make(chan error, 1)
+		r.goRun(func() { done <- s.Run(r.ctx) })
+		return s, done
+	}
+	old, done := mk(5, func() bool { return true })
+	rec := r.submit(t, oneGPU)
+	placed := r.waitState(t, rec.ID, job.Placing)
+	if placed.Status.Term != 5 {
+		t.Fatalf("the placement was written with term %d, want the scheduler's 5", placed.Status.Term)
+	}
+	// A scheduler of term 9 writes the job (here: by hand), then the old
+	// one hears that its instance runs.
+	if _, _, err := r.bus.Jobs().Modify(r.ctx, rec.ID, func(x *job.Record) error { x.Status.Term = 9; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	r.boot(t, rec.ID)
+	select {
+	case err := <-done:
+		if !errors.Is(err, scheduler.ErrDeposed) {
+			t.Fatalf("the deposed scheduler stopped with %v, want ErrDeposed", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the deposed scheduler did not step down")
+	}
+	if got := r.get(t, rec.ID); got.Status.State != job.Placing || got.Status.Term != 9 || old.Stats().DeposedWrites == 0 {
+		t.Fatalf("the deposed scheduler wrote: %s, term %d, %d writes refused", got.Status.State, got.Status.Term, old.Stats().DeposedWrites)
+	}
+
+	// A lease that is no longer valid: nothing is written either.
+	second := r.submit(t, oneGPU)
+	_, done = mk(10, func() bool { return false })
+	select {
+	case err := <-done:
+		if !errors.Is(err, scheduler.ErrDeposed) {
+			t.Fatalf("the scheduler without a valid lease stopped with %v, want ErrDeposed", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the scheduler without a valid lease did not step down")
+	}
+	if got := r.get(t, second.ID); got.Status.State != job.Queued || got.Status.Attempt != 0 {
+		t.Fatalf("a scheduler without a valid lease placed a job: %s, attempt %d", got.Status.State, got.Status.Attempt)
+	}
+}

@@ -129,10 +129,6 @@ func (s *Scheduler) offerFor(p job.Placement) providers.Offer {
 		GPU: p.GPU, GPUs: p.GPUs, Purchase: providers.PurchaseOption(p.Purchase), Price: p.PricePerHour, Available: -1}
 }
 
-// DefaultCheckpointTime is assumed for a job that does not say how long
-// its checkpoints take.
-const DefaultCheckpointTime = time.Minute
-
 // workloadOf is what the agent on the instances needs: the command, the
 // size of the work, where it resumes from, and its checkpoint plan, with
 // the periodic interval chosen from the checkpoint time and the offer's
@@ -140,11 +136,8 @@ const DefaultCheckpointTime = time.Minute
 func (s *Scheduler) workloadOf(r *job.Record, a job.Attempt) providers.Workload {
 	spec := &r.Spec
 	ck := spec.Checkpoint
-	plan := providers.CheckpointPlan{Disabled: ck.Disabled, Duration: ck.Duration.D(), SizeGB: ck.SizeGB,
+	plan := providers.CheckpointPlan{Disabled: ck.Disabled, Duration: ck.Time(), SizeGB: ck.SizeGB,
 		Signal: ck.Signal, Command: ck.Command, URI: ck.URI, Interval: ck.Interval.D()}
-	if plan.Duration == 0 {
-		plan.Duration = DefaultCheckpointTime
-	}
 	if plan.Interval == 0 && !plan.Disabled {
 		plan.Interval = bidding.CheckpointInterval(plan.Duration, s.interruptionRate(a.Placement))
 	}

@@ -125,7 +125,7 @@ func (s *Scheduler) decideMoves(snap Snapshot, recs []*job.Record) []move {
 		if stay <= 0 {
 			stay = stayCost(a, r.Status.Progress)
 		}
-		expect := p.Estimate.Cost + cur.HourlyCost().ForDuration(ckptTime(r))
+		expect := p.Estimate.Cost + cur.HourlyCost().ForDuration(r.Spec.Checkpoint.Time())
 		if stay <= 0 || float64(expect) > (1-s.o.Arbitrage.Saving)*float64(stay) {
 			continue
 		}
@@ -139,14 +139,6 @@ func (s *Scheduler) decideMoves(snap Snapshot, recs []*job.Record) []move {
 		out = append(out, move{id: r.ID, attempt: a.N, kind: kind, msg: msg, from: cur.OfferID, to: p.Offer.ID(), expect: expect, staying: stay})
 	}
 	return out
-}
-
-// ckptTime is how long the job's checkpoint takes where it runs.
-func ckptTime(r *job.Record) time.Duration {
-	if d := r.Spec.Checkpoint.Duration.D(); d > 0 {
-		return d
-	}
-	return DefaultCheckpointTime
 }
 
 // stayCost is what finishing on an attempt's capacity is expected to cost

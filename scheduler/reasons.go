@@ -24,8 +24,10 @@ const (
 	reasonRegion
 	reasonPurchase
 	reasonMaxPrice
-	reasonExcluded
+	reasonShortNotice
+	// The stages from here on differ between jobs of the same needs.
 	reasonUnavailable
+	reasonExcluded
 	reasonCapacity
 	reasonDeadline
 	numReasons
@@ -40,6 +42,7 @@ var reasonCodes = [numReasons]string{
 	reasonRegion:      "region",
 	reasonPurchase:    "purchase",
 	reasonMaxPrice:    "max-price",
+	reasonShortNotice: "short-notice",
 	reasonExcluded:    "excluded",
 	reasonUnavailable: "unavailable",
 	reasonCapacity:    "capacity",
@@ -176,6 +179,8 @@ func (cj *compiledJob) message(r reason, n int, cheapestOver money.Micros, earli
 		return fmt.Sprintf("%s are not allowed by the job's purchase policy %q", offers, cj.purchase)
 	case reasonMaxPrice:
 		return fmt.Sprintf("%s cost more than the max price of %s/h (the cheapest of them costs %s/h)", offers, cj.maxPrice.Human(), cheapestOver.Human())
+	case reasonShortNotice:
+		return fmt.Sprintf("%s warn less than the %s the job's checkpoint takes before taking the capacity back (checkpoint.skip_short_notice)", offers, human(cj.ckpt.Time))
 	case reasonExcluded:
 		return fmt.Sprintf("%s were refused for this job by their provider (%s)", offers, cj.exclusionReasons())
 	case reasonUnavailable:

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -149,6 +150,8 @@ type Scheduler struct {
 	// moves are the running jobs the last reconciliation found for the
 	// next cycle to look for cheaper capacity for (see move.go).
 	moves []*job.Record
+	// depose ends Run with ErrDeposed.
+	depose context.CancelCauseFunc
 	// launching holds the launch keys being launched right now.
 	launching map[string]bool
 	// settled holds the keys of ended instances no live attempt owns
@@ -207,7 +210,16 @@ func New(bus *events.Bus, o Options) *Scheduler {
 // Run schedules until ctx ends: it loads the job index, subscribes to the
 // price, instance, agent and submission streams, reconciles once, then
 // runs cycles whenever something changes and reconciles on a timer.
-func (s *Scheduler) Run(ctx context.Context) error {
+func (s *Scheduler) Run(ctx context.Context) (err error) {
+	// A write refused for the lease term ends the run: another scheduler
+	// holds the cluster now.
+	ctx, s.depose = context.WithCancelCause(ctx)
+	defer func() {
+		if cause := context.Cause(ctx); errors.Is(cause, ErrDeposed) {
+			s.log.Warn("a newer scheduler holds the cluster: stepping down")
+			err = ErrDeposed
+		}
+	}()
 	// A new term starts from the bucket, not from what an earlier term
 	// remembered.
 	s.mu.Lock()

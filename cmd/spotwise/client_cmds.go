@@ -396,6 +396,9 @@ func printJob(w io.Writer, v *api.JobView) {
 		row("Attempts", fmt.Sprint(v.Attempt))
 	}
 	_ = tw.Flush()
+	for _, warn := range v.Warnings {
+		fmt.Fprintf(w, "\nWarning: %s\n", warn)
+	}
 	if len(v.PendingReasons) > 0 {
 		fmt.Fprintln(w, "\nWhy it is pending:")
 		for _, r := range v.PendingReasons {

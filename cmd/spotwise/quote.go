@@ -159,6 +159,9 @@ type quoteJob struct {
 	GPUsPerNode int        `json:"gpus_per_node"`
 	Purchase    string     `json:"purchase"`
 	Deadline    *time.Time `json:"deadline,omitempty"`
+	// CheckpointTime is how long one checkpoint takes (the default when
+	// the spec does not say).
+	CheckpointTime time.Duration `json:"checkpoint_time"`
 }
 
 type quoteBook struct {
@@ -192,9 +195,14 @@ type quoteOption struct {
 	ExpectedInterruptions float64      `json:"expected_interruptions"`
 	PInterruption         float64      `json:"p_interruption"`
 	CheckpointMinutes     float64      `json:"checkpoint_interval_minutes"`
-	Finish                time.Time    `json:"finish"`
-	MeetsDeadline         bool         `json:"meets_deadline"`
-	opt                   bidding.Option
+	// NoticeSeconds is the offer's interruption notice; ShortNotice says
+	// the job's checkpoint does not fit in it, so an interruption there
+	// loses the work since the last periodic checkpoint.
+	NoticeSeconds float64   `json:"notice_seconds"`
+	ShortNotice   bool      `json:"short_notice"`
+	Finish        time.Time `json:"finish"`
+	MeetsDeadline bool      `json:"meets_deadline"`
+	opt           bidding.Option
 }
 
 type quoteExcluded struct {
@@ -256,7 +264,8 @@ func quoteSpec(ctx context.Context, data []byte, f quoteFlags) (*quoteReport, er
 
 	rep := &quoteReport{
 		Job: quoteJob{Name: spec.Name, Workload: spec.Workload, Precision: spec.Precision, Class: spec.Class(), Work: workText(spec.Work),
-			Nodes: spec.Resources.Nodes, GPUsPerNode: spec.Resources.GPUsPerNode, Purchase: spec.Purchase},
+			Nodes: spec.Resources.Nodes, GPUsPerNode: spec.Resources.GPUsPerNode, Purchase: spec.Purchase,
+			CheckpointTime: spec.Checkpoint.Time()},
 		Book: quoteBook{Source: "simulated cloud over the bundled catalog", Seed: f.seed, At: now, Offers: len(offers)},
 	}
 	if !deadline.IsZero() {
@@ -324,6 +333,7 @@ func optionRow(rank int, o bidding.Option, nodes int) quoteOption {
 		Cost: r.Base.Cost, ExpectedCost: r.Cost,
 		InterruptionsPerHour: o.Rate, RateSource: o.RateSource,
 		ExpectedInterruptions: r.Interruptions, PInterruption: r.PAny, CheckpointMinutes: r.Interval.Minutes(),
+		NoticeSeconds: o.Offer.Notice().Seconds(), ShortNotice: r.ShortNotice && r.Interruptions > 0,
 		Finish: r.Finish, MeetsDeadline: o.MeetsDeadline, opt: o,
 	}
 }

@@ -49,7 +49,14 @@ func printQuote(w io.Writer, rep *quoteReport, top int) {
 		if len(rep.Options) > len(rows) {
 			fmt.Fprintf(w, "... and %d more (--top 0 shows all)\n", len(rep.Options)-len(rows))
 		}
-		fmt.Fprintln(w, "Expected cost and runtime include periodic checkpoints and, for each interruption, the work since the last checkpoint, the restart and moving the checkpoint.")
+		fmt.Fprintln(w, "Expected cost and runtime include periodic checkpoints and, for each interruption, the restart, moving the checkpoint and, where the checkpoint does not fit in the notice (*), the work since the last periodic checkpoint.")
+		for _, o := range rows {
+			if o.ShortNotice {
+				fmt.Fprintf(w, "* %s warns %s before taking the capacity back, less than the job's checkpoint takes (%s): an interruption there loses the work since the last periodic checkpoint (checkpoint.skip_short_notice: true leaves such offers out).\n",
+					o.Provider+" spot", humanDur(time.Duration(o.NoticeSeconds*float64(time.Second))), humanDur(j.CheckpointTime))
+				break
+			}
+		}
 	}
 	if len(rep.Excluded) > 0 {
 		fmt.Fprintln(w, "\nExcluded:")
@@ -71,7 +78,11 @@ func riskText(o quoteOption) string {
 	if o.ExpectedInterruptions == 0 {
 		return "none"
 	}
-	return fmt.Sprintf("%.3f / %.1f%%", o.ExpectedInterruptions, o.PInterruption*100)
+	mark := ""
+	if o.ShortNotice {
+		mark = " *"
+	}
+	return fmt.Sprintf("%.3f / %.1f%%%s", o.ExpectedInterruptions, o.PInterruption*100, mark)
 }
 
 // workText writes a job's work the way people write it: "6h on V100".
@@ -90,7 +101,9 @@ func humanDur(d time.Duration) string {
 		d = d.Round(time.Minute)
 	}
 	s := d.String()
-	s = strings.TrimSuffix(s, "0s")
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
 	if strings.HasSuffix(s, "h0m") {
 		s = strings.TrimSuffix(s, "0m")
 	}

@@ -191,9 +191,9 @@ func TestQuoteJSONShape(t *testing.T) {
 	}
 	want := map[string][]string{
 		"":       {"book", "excluded", "job", "options", "recommendations"},
-		"job":    {"class", "deadline", "gpus_per_node", "name", "nodes", "precision", "purchase", "work", "workload"},
+		"job":    {"checkpoint_time", "class", "deadline", "gpus_per_node", "name", "nodes", "precision", "purchase", "work", "workload"},
 		"book":   {"at", "feasible", "offers", "seed", "source"},
-		"option": {"checkpoint_interval_minutes", "cost", "expected_cost", "expected_interruptions", "expected_runtime_hours", "finish", "gpu", "gpus", "instance_type", "interruptions_per_hour", "meets_deadline", "nodes", "offer", "p_interruption", "price_per_hour", "provider", "purchase", "rank", "rate_source", "region", "runtime_hours", "zone"},
+		"option": {"checkpoint_interval_minutes", "cost", "expected_cost", "expected_interruptions", "expected_runtime_hours", "finish", "gpu", "gpus", "instance_type", "interruptions_per_hour", "meets_deadline", "nodes", "notice_seconds", "offer", "p_interruption", "price_per_hour", "provider", "purchase", "rank", "rate_source", "region", "runtime_hours", "short_notice", "zone"},
 		"excl":   {"detail", "example", "meaning", "offers", "reason"},
 		"rec":    {"branch", "id", "text"},
 	}
