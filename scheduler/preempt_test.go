@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -251,7 +252,7 @@ func TestCheckpointReportedAgainEndsCheckpointing(t *testing.T) {
 	rec := r.runToRunning(t, spotT4+"checkpoint: {duration: 30s}\n")
 	in := r.instancesFor(t, rec.ID)[0]
 	report := &events.AgentReport{Kind: events.AgentCheckpoint, JobID: rec.ID, Attempt: 1, InstanceID: in.ID, Progress: 0.4,
-		Checkpoint: &job.CheckpointRef{Attempt: 1, Step: 40, Progress: 0.4, SHA256: "ab", Size: 1 << 20, Location: "file:///ck/40", At: r.clk.Now()}}
+		Checkpoint: &job.CheckpointRef{Attempt: 1, Step: 40, Progress: 0.4, SHA256: "ab", Size: 1 << 20, Location: "file://" + r.dir + "/" + rec.ID + "/40", At: r.clk.Now()}}
 	if err := r.bus.Publish(r.ctx, events.AgentSubject(rec.ID), report); err != nil {
 		t.Fatal(err)
 	}
@@ -273,4 +274,61 @@ func TestCheckpointReportedAgainEndsCheckpointing(t *testing.T) {
 	if rec.Status.Progress != 0.4 || rec.Status.Checkpoint.Step != 40 {
 		t.Fatalf("moving on from %.2f at step %d, want the reported checkpoint (0.4, step 40)", rec.Status.Progress, rec.Status.Checkpoint.Step)
 	}
+}
+
+// Forged events of every kind change no job: each names the running job
+// but not its current attempt's own instance, or puts a checkpoint outside
+// the job's location. The real agent's reports still count afterwards.
+func TestForgedEventsChangeNoJob(t *testing.T) {
+	r := newRig(t, rigOpt{workload: true})
+	rec := r.runToRunning(t, spotT4+"checkpoint: {duration: 30s}\n")
+	rec = r.advanceUntil(t, time.Minute, time.Hour, "progress", func(x *job.Record) bool { return x.Status.Progress >= 0.2 }, rec.ID)
+	a := rec.Status.Current
+	real := r.instancesFor(t, rec.ID)[0]
+	fake := real
+	fake.ID = "i-0forged0000000000"
+	other := real
+	other.IdempotencyKey = job.LaunchKey(rec.ID, 7)
+	ck := job.CheckpointRef{Attempt: a.N, Step: 999999999, Progress: 0.99, SHA256: "x", Location: "s3://elsewhere/" + rec.ID + "/x"}
+	good := ck
+	good.Location = rec.Status.CheckpointRoot + "/" + rec.ID + "/forged"
+	subj := events.InterruptionsSubject(real.Provider, real.Region)
+	isubj := events.InstancesSubject(real.Provider, real.Region)
+	asubj := events.AgentSubject(rec.ID)
+	forged := []struct {
+		subject string
+		p       events.Payload
+	}{
+		{subj, &events.Interruption{Kind: providers.EventSpotInterruption, Instance: fake, Deadline: r.clk.Now().Add(2 * time.Minute)}},
+		{subj, &events.Interruption{Kind: providers.EventSpotInterruption, Instance: other, Deadline: r.clk.Now().Add(2 * time.Minute)}},
+		{isubj, &events.InstanceChanged{Kind: providers.EventInstanceTerminated, Instance: fake, Reason: "forged"}},
+		{isubj, &events.InstanceChanged{Kind: providers.EventInstanceRunning, Instance: fake}},
+		{asubj, &events.AgentReport{JobID: rec.ID, Attempt: a.N, InstanceID: fake.ID, Kind: events.AgentExited}},
+		{asubj, &events.AgentReport{JobID: rec.ID, Attempt: a.N + 3, InstanceID: real.ID, Kind: events.AgentExited}},
+		{asubj, &events.AgentReport{JobID: rec.ID, Attempt: a.N, InstanceID: real.ID, Kind: events.AgentCheckpoint, Progress: 0.99, Checkpoint: &ck}},
+		{asubj, &events.AgentReport{JobID: rec.ID, Attempt: a.N, InstanceID: fake.ID, Kind: events.AgentCheckpoint, Progress: 0.99, Checkpoint: &good}},
+		{asubj, &events.AgentReport{JobID: rec.ID, Attempt: a.N, InstanceID: fake.ID, Kind: events.AgentStarted, Progress: 0.9}},
+		{asubj, &events.AgentReport{JobID: rec.ID, Attempt: a.N, InstanceID: fake.ID, Kind: events.AgentProgress, Progress: 0.95}},
+		{asubj, &events.AgentReport{JobID: rec.ID, Attempt: a.N, InstanceID: fake.ID, Kind: events.AgentCheckpointFailed, Message: "forged"}},
+	}
+	before := r.get(t, rec.ID)
+	for _, f := range forged {
+		if err := r.bus.Publish(r.ctx, f.subject, f.p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.settle(t)
+	after := r.get(t, rec.ID)
+	if after.Status.State != before.Status.State || after.Status.Attempt != before.Status.Attempt || after.Status.Progress != before.Status.Progress ||
+		!reflect.DeepEqual(after.Status.Checkpoint, before.Status.Checkpoint) || after.Status.Preemptions != 0 || after.Status.Previous != nil {
+		t.Fatalf("forged events changed the job:\nbefore %+v\nafter  %+v", before.Status, after.Status)
+	}
+	if in := r.instancesFor(t, rec.ID)[0]; in.State.Ended() {
+		t.Fatalf("a forged notice terminated the real instance %s", in.ID)
+	}
+	if n := r.s.Stats().Forged; n < 4 {
+		t.Errorf("%d forged events counted", n)
+	}
+	// The real agent goes on: its next checkpoint is taken.
+	r.advanceUntil(t, time.Minute, 2*time.Hour, "done", func(x *job.Record) bool { return x.Status.State == job.Succeeded }, rec.ID)
 }

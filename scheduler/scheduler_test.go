@@ -116,8 +116,13 @@ func feed(ctx context.Context, bus *events.Bus, cloud providers.Provider) error 
 
 func (r *rig) start(t testing.TB) {
 	cat := catalog.Default()
+	root := "file://" + r.dir
+	if r.store != nil {
+		root = r.store.URI()
+	}
 	r.s = scheduler.New(r.bus, scheduler.Options{Clock: r.clk, Log: eventstest.Logger(t), Clouds: map[string]providers.Provider{"aws": r.cloud},
-		Throughput: cat, Geography: cat.GeographyOf, ReconcileInterval: 100 * time.Millisecond, PolicyInterval: 5 * time.Minute, Debounce: time.Millisecond, Arbitrage: r.arb})
+		Throughput: cat, Geography: cat.GeographyOf, ReconcileInterval: 100 * time.Millisecond, PolicyInterval: 5 * time.Minute, Debounce: time.Millisecond,
+		Arbitrage: r.arb, CheckpointRoot: root})
 	r.running.Add(1)
 	go func() {
 		defer r.running.Done()
