@@ -165,3 +165,11 @@ type Event struct {
 	Deadline time.Time `json:"deadline,omitzero"`
 	Reason   string    `json:"reason,omitempty"`
 }
+
+// KeyLister is a provider that can list the instances of one launch key
+// without listing every instance: the scheduler checks one launch's
+// instances often (an event that overtook the record of its launch), and a
+// full listing would cost as much as the cloud is large.
+type KeyLister interface {
+	InstancesByKey(ctx context.Context, key string) ([]Instance, error)
+}

@@ -93,7 +93,9 @@ func (s *Scheduler) carryOut(ctx context.Context, rec *job.Record, effects []job
 	for _, e := range effects {
 		switch e := e.(type) {
 		case job.Launch:
-			s.launch(ctx, rec, e.Attempt)
+			// On a worker of its own: the record is written, and writing the
+			// next placement must not wait for this one's cloud call.
+			s.goAction(ctx, func(ctx context.Context) { s.launch(ctx, rec, e.Attempt) })
 		case job.Terminate:
 			s.terminate(ctx, rec.ID, e)
 		case job.RequestCheckpoint:
@@ -211,7 +213,18 @@ func (s *Scheduler) terminate(ctx context.Context, jobID string, t job.Terminate
 		return
 	}
 	ids := t.Instances
-	if len(ids) == 0 {
+	if kl, ok := cloud.(providers.KeyLister); ok && len(ids) == 0 {
+		insts, err := kl.InstancesByKey(ctx, t.Key)
+		if err != nil {
+			s.log.Warn("listing instances to terminate", zap.String("job", jobID), zap.String("provider", t.Provider), zap.Error(err))
+			return
+		}
+		for _, in := range insts {
+			if !in.State.Ended() {
+				ids = append(ids, in.ID)
+			}
+		}
+	} else if len(ids) == 0 {
 		insts, err := cloud.Instances(ctx)
 		if err != nil {
 			s.log.Warn("listing instances to terminate", zap.String("job", jobID), zap.String("provider", t.Provider), zap.Error(err))

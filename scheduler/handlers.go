@@ -83,6 +83,14 @@ func (s *Scheduler) observe(ctx context.Context, provider, key string) (job.Obse
 	if !ok {
 		return job.Observed{}, false
 	}
+	if kl, ok := cloud.(providers.KeyLister); ok {
+		insts, err := kl.InstancesByKey(ctx, key)
+		if err != nil {
+			s.log.Warn("listing a launch's instances", zap.String("provider", provider), zap.String("key", key), zap.Error(err))
+			return job.Observed{}, false
+		}
+		return observed(key, insts), true
+	}
 	insts, err := cloud.Instances(ctx)
 	if err != nil {
 		s.log.Warn("listing instances", zap.String("provider", provider), zap.Error(err))

@@ -150,6 +150,8 @@ type Scheduler struct {
 	// moves are the running jobs the last reconciliation found for the
 	// next cycle to look for cheaper capacity for (see move.go).
 	moves []*job.Record
+	// work runs the actions (placements, launches, releases, moves).
+	work *pool
 	// depose ends Run with ErrDeposed.
 	depose context.CancelCauseFunc
 	// launching holds the launch keys being launched right now.
@@ -158,7 +160,6 @@ type Scheduler struct {
 	// that reconciliation has dealt with (by how many it listed).
 	settled map[string]int
 	kickC   chan struct{}
-	sem     chan struct{}
 	wg      sync.WaitGroup
 	busy    atomic.Int64 // spawned goroutines running, and a cycle
 	recMu   sync.Mutex
@@ -199,8 +200,8 @@ func New(bus *events.Bus, o Options) *Scheduler {
 	o.defaults()
 	s := &Scheduler{
 		bus: bus, jobs: bus.Jobs(), pub: bus, o: o, log: o.Log, book: newBook(),
-		index: map[string]*entry{}, kickC: make(chan struct{}, 1), sem: make(chan struct{}, o.Workers),
-		metrics: o.Metrics, launching: map[string]bool{}, settled: map[string]int{},
+		index: map[string]*entry{}, kickC: make(chan struct{}, 1),
+		metrics: o.Metrics, launching: map[string]bool{}, settled: map[string]int{}, work: &pool{},
 	}
 	s.exp = newExperience()
 	s.tp = learned{base: o.Throughput, exp: s.exp}
@@ -215,9 +216,12 @@ func (s *Scheduler) Run(ctx context.Context) (err error) {
 	// holds the cluster now.
 	ctx, s.depose = context.WithCancelCause(ctx)
 	defer func() {
-		if cause := context.Cause(ctx); errors.Is(cause, ErrDeposed) {
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, ErrDeposed):
 			s.log.Warn("a newer scheduler holds the cluster: stepping down")
 			err = ErrDeposed
+		case cause != nil:
+			err = nil // stopped while starting: nothing went wrong
 		}
 	}()
 	// A new term starts from the bucket, not from what an earlier term
@@ -232,11 +236,13 @@ func (s *Scheduler) Run(ctx context.Context) (err error) {
 	// On the way out, every source of work is stopped (each stop waits for
 	// its handler to return) before the actions they started are waited
 	// for: nothing may start an action once Run is waiting for them.
+	s.work.start(ctx, s.o.Workers)
 	var stops []func()
 	defer func() {
 		for i := len(stops) - 1; i >= 0; i-- {
 			stops[i]()
 		}
+		s.work.stop()
 		s.wg.Wait()
 	}()
 	ready := make(chan struct{})
@@ -324,7 +330,7 @@ func (s *Scheduler) spawn(fn func()) {
 // action running or waiting for a worker, or a cycle to run. Tests use it
 // to let the system settle before they move simulated time on.
 func (s *Scheduler) Busy() bool {
-	return s.busy.Load() > 0 || len(s.kickC) > 0
+	return s.busy.Load() > 0 || len(s.kickC) > 0 || s.work.busy()
 }
 
 // kick asks for a scheduling cycle soon.
@@ -335,17 +341,10 @@ func (s *Scheduler) kick() {
 	}
 }
 
-// go runs fn as a tracked background action bounded by the worker pool.
+// goAction queues an action on the worker pool (dropped once Run is on its
+// way out).
 func (s *Scheduler) goAction(ctx context.Context, fn func(ctx context.Context)) {
-	s.spawn(func() {
-		select {
-		case s.sem <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		defer func() { <-s.sem }()
-		fn(ctx)
-	})
+	s.work.submit(fn)
 }
 
 // onJobChange keeps the index and the queue in step with the bucket.

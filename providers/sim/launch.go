@@ -237,6 +237,17 @@ func (c *Cloud) Instances(ctx context.Context) ([]providers.Instance, error) {
 	return out, err
 }
 
+// InstancesByKey lists the instances one launch started, ended ones
+// included (as long as the cloud remembers them).
+func (c *Cloud) InstancesByKey(ctx context.Context, key string) ([]providers.Instance, error) {
+	var out []providers.Instance
+	err := c.do(ctx, func(time.Time) error {
+		out = c.listLocked(c.byKey[key])
+		return nil
+	})
+	return out, err
+}
+
 // listLocked returns the instances with the given IDs that are still known.
 func (c *Cloud) listLocked(ids []string) []providers.Instance {
 	out := make([]providers.Instance, 0, len(ids))
