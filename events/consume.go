@@ -222,6 +222,9 @@ func (b *Bus) Serve(subject string, r Responder) (stop func(), err error) {
 	return func() { _ = sub.Unsubscribe() }, nil
 }
 
+// ErrNoResponders: nobody listens on a request's subject (yet).
+var ErrNoResponders = nats.ErrNoResponders
+
 // Request sends a request and waits for the reply.
 func (b *Bus) Request(ctx context.Context, subject string, data []byte) ([]byte, error) {
 	m, err := b.nc.RequestWithContext(ctx, subject, data)

@@ -274,6 +274,10 @@ func (t *tx) afterInstances(a *Attempt, prev bool, reason string) {
 		a.RunningAt, a.StartProgress = t.now, s.Progress
 		t.moveTo(Running, "running")
 		t.history(KindRunning, a.N, &a.Placement, "running on "+joinIDs(a.Instances), a.LaunchKey+"-running")
+	case !prev && held(a) && len(a.Running) > 0 && !awaiting(s.Previous):
+		// A replacement comes up after the checkpoint it waits for was
+		// stored: it may start at once.
+		t.do(StartWorkload{Attempt: a.N})
 	}
 }
 
@@ -462,7 +466,7 @@ func (t *tx) repeat(a *Attempt, prev bool, listed int) bool {
 			return true
 		}
 		t.do(RequestCheckpoint{Attempt: a.N, Reason: "repeat: " + a.Notice.Kind})
-	case !prev && a.RunningAt.IsZero() && !a.StartAfter.IsZero() && !awaiting(s.Previous):
+	case !prev && held(a) && len(a.Running) > 0 && !awaiting(s.Previous):
 		t.do(StartWorkload{Attempt: a.N})
 	}
 	return false

@@ -354,12 +354,17 @@ func (t *tx) checkpointed(in Checkpointed) {
 }
 
 // startReplacement tells a replacement held for a checkpoint that it may
-// start.
+// start, once its agent can hear it (an instance of it runs; otherwise
+// when one comes to run).
 func (t *tx) startReplacement() {
-	if c := t.r.Status.Current; c != nil && !c.StartAfter.IsZero() && c.RunningAt.IsZero() {
+	if c := t.r.Status.Current; held(c) && len(c.Running) > 0 {
 		t.do(StartWorkload{Attempt: c.N})
 	}
 }
+
+// held reports whether an attempt is a replacement whose workload waits
+// for its start.
+func held(a *Attempt) bool { return a != nil && !a.StartAfter.IsZero() && a.RunningAt.IsZero() && !a.Released() }
 
 func (t *tx) checkpointFailed(in CheckpointFailed) {
 	s := &t.r.Status

@@ -192,11 +192,24 @@ func (s *Scheduler) control(jobID string, attempt int, kind string, deadline tim
 	s.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if _, err := s.bus.RequestEvent(ctx, events.AgentControlSubject(jobID), &events.AgentControl{
-			JobID: jobID, Attempt: attempt, Kind: kind, Deadline: deadline, Reason: reason,
-		}); err != nil {
-			s.log.Info("agent did not answer", zap.String("job", jobID), zap.Int("attempt", attempt), zap.String("event", kind), zap.Error(err))
-			return
+		req := &events.AgentControl{JobID: jobID, Attempt: attempt, Kind: kind, Deadline: deadline, Reason: reason}
+		for try := 0; ; try++ {
+			_, err := s.bus.RequestEvent(ctx, events.AgentControlSubject(jobID), req)
+			if err == nil {
+				break
+			}
+			// A replacement's agent may still be coming up when its start
+			// is sent: ask again for a few seconds (reconciliation asks
+			// again after that).
+			if kind != events.ControlStart || !errors.Is(err, events.ErrNoResponders) || ctx.Err() != nil {
+				s.log.Info("agent did not answer", zap.String("job", jobID), zap.Int("attempt", attempt), zap.String("event", kind), zap.Error(err))
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Duration(min(try+1, 5)) * 100 * time.Millisecond):
+			}
 		}
 		if kind == events.ControlCheckpoint {
 			s.metrics.checkpointRequests.Add(1)
