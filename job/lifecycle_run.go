@@ -364,7 +364,9 @@ func (t *tx) startReplacement() {
 
 // held reports whether an attempt is a replacement whose workload waits
 // for its start.
-func held(a *Attempt) bool { return a != nil && !a.StartAfter.IsZero() && a.RunningAt.IsZero() && !a.Released() }
+func held(a *Attempt) bool {
+	return a != nil && !a.StartAfter.IsZero() && a.RunningAt.IsZero() && !a.Released()
+}
 
 func (t *tx) checkpointFailed(in CheckpointFailed) {
 	s := &t.r.Status
