@@ -149,6 +149,7 @@ func (t *tx) launched(in Launched) {
 		t.stale(fmt.Sprintf("no attempt has key %s", in.Key))
 		return
 	}
+	had := len(a.Instances)
 	changed := false
 	for _, inst := range in.Instances {
 		changed = t.record(a, inst) || changed
@@ -161,8 +162,17 @@ func (t *tx) launched(in Launched) {
 		t.duplicate("the launch is recorded already")
 		return
 	}
-	t.history(KindLaunched, a.N, &a.Placement, "launched "+joinIDs(a.Instances), a.LaunchKey+"-launched")
+	t.noteLaunched(a, had)
 	t.afterInstances(a, prev, "")
+}
+
+// noteLaunched puts an attempt's launch in the history when its first
+// instances become known (it had had before), whether the launch's answer
+// or a listing of the provider told first.
+func (t *tx) noteLaunched(a *Attempt, had int) {
+	if had == 0 && len(a.Instances) > 0 {
+		t.history(KindLaunched, a.N, &a.Placement, "launched "+joinIDs(a.Instances), a.LaunchKey+"-launched")
+	}
 }
 
 // lateInstances records instances that turned up for an attempt that has
@@ -351,10 +361,12 @@ func (t *tx) instanceRunning(in InstanceRunning) {
 	if in.Instance.RunningAt.IsZero() {
 		in.Instance.RunningAt = t.now
 	}
+	had := len(a.Instances)
 	if !t.record(a, in.Instance) {
 		t.duplicate("the instance is running already")
 		return
 	}
+	t.noteLaunched(a, had)
 	t.afterInstances(a, prev, "")
 }
 
@@ -377,10 +389,12 @@ func (t *tx) instanceGone(in InstanceGone) {
 		t.refuse(fmt.Sprintf("instance %s is not one of attempt %d's", in.Instance.ID, a.N))
 		return
 	}
+	had := len(a.Instances)
 	if !t.record(a, in.Instance) {
 		t.duplicate("the instance's end is known already")
 		return
 	}
+	t.noteLaunched(a, had)
 	reason := in.Instance.Reason
 	if reason == "" {
 		reason = "instance ended"
@@ -399,6 +413,7 @@ func (t *tx) observed(in Observed) {
 		t.stale(fmt.Sprintf("no attempt has key %s", in.Key))
 		return
 	}
+	had := len(a.Instances)
 	changed := false
 	listed := map[string]bool{}
 	alive := false
@@ -425,6 +440,7 @@ func (t *tx) observed(in Observed) {
 		changed = true
 	}
 	if changed {
+		t.noteLaunched(a, had)
 		reason := "not found at the provider"
 		for _, inst := range in.Instances {
 			if !inst.EndedAt.IsZero() && inst.Reason != "" {

@@ -359,3 +359,23 @@ func TestLifecycleExpire(t *testing.T) {
 	running.running(1)
 	running.want(Stale, Expire{Message: "x"})
 }
+
+// The launch's answer may come after the provider told of the instance
+// (its running event, verified by a listing): the history says
+// "launched" before "running" all the same, once, and the late answer
+// changes nothing.
+func TestLifecycleInstanceKnownBeforeTheLaunchAnswers(t *testing.T) {
+	l := newLife(t, nil)
+	a := l.place(1, "us-east-1a")
+	l.after(time.Minute)
+	id := instances(1, 1)[0]
+	res := l.want(Accepted, InstanceRunning{Key: a.LaunchKey, Verified: true, Instance: Instance{ID: id, LaunchedAt: l.now.Add(-30 * time.Second), RunningAt: l.now}})
+	l.state(Running)
+	if got := historyKinds(res); !slices.Equal(got, []string{KindLaunched, KindRunning}) {
+		t.Fatalf("history %v, want launched then running", got)
+	}
+	res = l.want(Duplicate, Launched{Attempt: 1, Key: a.LaunchKey, Instances: []Instance{{ID: id, LaunchedAt: l.now.Add(-30 * time.Second)}}})
+	if got := historyKinds(res); len(got) != 0 {
+		t.Fatalf("the late launch answer added %v to the history", got)
+	}
+}

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -11,31 +12,54 @@ import (
 
 // book is the scheduler's view of every offer, replaced one provider region
 // at a time as price feeds report, plus the insufficient-capacity cache.
+//
+// Feeds report a region whenever anything in it changes (a launch there
+// lowers a count), so the flat book, its index and the merged rates are
+// rebuilt only when a cycle asks for them, and the index (names, scope
+// keys, price order) only when a name or a price changed.
 type book struct {
 	mu      sync.Mutex
-	regions map[regionKey][]providers.Offer
-	flat    []providers.Offer // rebuilt on change; never modified in place
+	regions map[regionKey]*regionOffers
 	version uint64
+	// gen counts every change to the offers or the marks (version counts
+	// only those that may make a pending job placeable).
+	gen uint64
 	// unavailable marks offers whose launch failed for lack of capacity,
 	// until a time.
 	unavailable map[string]time.Time
-	// rates are the interruption rates the providers report, by offer ID
-	// (rebuilt with the offers; never modified in place).
+	rateOf      func(providers.Offer) (float64, bool)
+	geography   func(provider, region string) string
+
+	// Derived from regions when asked for, never modified in place.
+	flat       []providers.Offer
+	index      *offerIndex // of flat; nil: to build
+	base       *offerBase  // of index and rates; nil: to build
+	rates      map[string]float64
+	stale      bool // flat is to rebuild
+	reshaped   bool // and with it the index
+	ratesStale bool
+}
+
+// regionOffers is one provider region's offers and their interruption
+// rates by offer ID.
+type regionOffers struct {
+	offers []providers.Offer
 	rates  map[string]float64
-	rateOf func(providers.Offer) (float64, bool)
 }
 
 func newBook() *book {
-	return &book{regions: map[regionKey][]providers.Offer{}, unavailable: map[string]time.Time{}}
+	return &book{regions: map[regionKey]*regionOffers{}, unavailable: map[string]time.Time{}}
 }
 
 // lookup finds an offer by ID.
 func (b *book) lookup(provider, region, id string) (providers.Offer, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, o := range b.regions[regionKey{provider, region}] {
-		if o.ID() == id {
-			return o, true
+	if r := b.regions[regionKey{provider, region}]; r != nil {
+		for _, o := range r.offers {
+			if o.ID() == id {
+				return o, true
+			}
 		}
 	}
 	return providers.Offer{}, false
@@ -47,24 +71,47 @@ func (b *book) replace(provider, region string, offers []providers.Offer) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	k := regionKey{provider, region}
-	if slices.EqualFunc(b.regions[k], offers, sameOffer) {
+	old := b.regions[k]
+	if old != nil && slices.EqualFunc(old.offers, offers, sameOffer) {
 		return false
 	}
-	b.regions[k] = slices.Clone(offers)
-	b.rebuild()
+	r := &regionOffers{offers: slices.Clone(offers)}
 	if b.rateOf != nil {
-		rates := make(map[string]float64, len(b.rates)+len(offers))
-		for id, r := range b.rates {
-			rates[id] = r
-		}
+		r.rates = make(map[string]float64, len(offers))
 		for _, o := range offers {
-			if r, ok := b.rateOf(o); ok {
-				rates[o.ID()] = r
+			if v, ok := b.rateOf(o); ok {
+				r.rates[o.ID()] = v
 			}
 		}
-		b.rates = rates
 	}
+	b.regions[k] = r
+	b.stale = true
+	b.reshaped = b.reshaped || old == nil || !slices.EqualFunc(old.offers, offers, sameShape)
+	ratesChanged := old == nil || !maps.Equal(old.rates, r.rates)
+	b.ratesStale = b.ratesStale || ratesChanged
+	// Pending jobs are looked at again only when the change may let one
+	// fit (a launch there reports a lower count: no job fits better).
+	if ratesChanged || !slices.EqualFunc(old.offers, offers, noBetter) {
+		b.version++
+	}
+	b.gen++
 	return true
+}
+
+// noBetter reports whether offer b, replacing a, is a worse or equal
+// prospect for every job: the same offer with no more capacity and no
+// lower price.
+func noBetter(a, b providers.Offer) bool {
+	if b.Available >= 0 && a.Available >= 0 && b.Available <= a.Available {
+		b.Available = a.Available
+	}
+	if b.Price >= a.Price {
+		b.Price = a.Price
+	}
+	if b.Capacity == providers.CapacityNone || a.Capacity != providers.CapacityNone {
+		b.Capacity = a.Capacity
+	}
+	return sameOffer(a, b)
 }
 
 // sameOffer compares what placement reads, ignoring timestamps.
@@ -73,37 +120,62 @@ func sameOffer(a, b providers.Offer) bool {
 	return a == b
 }
 
-func (b *book) rebuild() {
-	keys := make([]regionKey, 0, len(b.regions))
-	n := 0
-	for k, v := range b.regions {
-		keys = append(keys, k)
-		n += len(v)
-	}
-	slices.SortFunc(keys, func(x, y regionKey) int {
-		if c := cmp.Compare(x.provider, y.provider); c != 0 {
-			return c
+// sameShape reports whether two offers agree in what an offerIndex holds:
+// the names, the GPU type and the price.
+func sameShape(a, b providers.Offer) bool {
+	return a.Provider == b.Provider && a.Region == b.Region && a.Zone == b.Zone && a.InstanceType == b.InstanceType &&
+		a.Purchase == b.Purchase && a.GPU == b.GPU && a.Price == b.Price
+}
+
+// refresh rebuilds what is derived from the regions, if stale.
+func (b *book) refresh() {
+	if b.stale {
+		keys := slices.SortedFunc(maps.Keys(b.regions), func(x, y regionKey) int {
+			if c := cmp.Compare(x.provider, y.provider); c != 0 {
+				return c
+			}
+			return cmp.Compare(x.region, y.region)
+		})
+		n := 0
+		for _, k := range keys {
+			n += len(b.regions[k].offers)
 		}
-		return cmp.Compare(x.region, y.region)
-	})
-	flat := make([]providers.Offer, 0, n)
-	for _, k := range keys {
-		flat = append(flat, b.regions[k]...)
+		flat := make([]providers.Offer, 0, n)
+		for _, k := range keys {
+			flat = append(flat, b.regions[k].offers...)
+		}
+		b.flat = flat
+		if b.reshaped {
+			b.index, b.base = nil, nil
+		} else {
+			b.index = b.index.withAvailable(flat)
+		}
+		b.stale, b.reshaped = false, false
 	}
-	b.flat = flat
-	b.version++
+	if b.ratesStale {
+		rates := map[string]float64{}
+		for _, r := range b.regions {
+			maps.Copy(rates, r.rates)
+		}
+		b.rates, b.ratesStale, b.base = rates, false, nil
+	}
 }
 
-// ratesNow returns the current interruption rates (shared; read only).
-func (b *book) ratesNow() map[string]float64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.rates
+// bookView is one moment of the book: the offers (shared; callers must
+// not modify) and their index, the unavailable marks still in force (a
+// copy), and the version and generation.
+type bookView struct {
+	offers      []providers.Offer
+	index       *offerIndex
+	base        *offerBase
+	rates       map[string]float64
+	unavailable map[string]time.Time
+	version     uint64
+	gen         uint64
 }
 
-// snapshot returns the current offers (shared; callers must not modify),
-// a copy of the unavailable marks still in force, and the version.
-func (b *book) snapshot(now time.Time) ([]providers.Offer, map[string]time.Time, uint64) {
+// snapshot returns the book as it is now.
+func (b *book) snapshot(now time.Time) bookView {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	un := make(map[string]time.Time, len(b.unavailable))
@@ -113,9 +185,17 @@ func (b *book) snapshot(now time.Time) ([]providers.Offer, map[string]time.Time,
 		} else {
 			delete(b.unavailable, id)
 			b.version++ // the offer is back: pending jobs may fit now
+			b.gen++
 		}
 	}
-	return b.flat, un, b.version
+	b.refresh()
+	if b.index == nil {
+		b.index = indexOffers(b.flat)
+	}
+	if b.base == nil {
+		b.base = compileBase(b.index, b.rates, b.geography)
+	}
+	return bookView{offers: b.flat, index: b.index, base: b.base, rates: b.rates, unavailable: un, version: b.version, gen: b.gen}
 }
 
 // take lowers an offer's available count after the scheduler launched on
@@ -124,30 +204,36 @@ func (b *book) snapshot(now time.Time) ([]providers.Offer, map[string]time.Time,
 func (b *book) take(o providers.Offer, n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	offers := b.regions[regionKey{o.Provider, o.Region}]
+	r := b.regions[regionKey{o.Provider, o.Region}]
+	if r == nil {
+		return
+	}
 	id := o.ID()
-	for i := range offers {
-		if offers[i].ID() == id && offers[i].Available >= 0 {
-			updated := slices.Clone(offers)
+	for i := range r.offers {
+		if r.offers[i].ID() == id && r.offers[i].Available >= 0 {
+			updated := slices.Clone(r.offers)
 			updated[i].Available = max(0, updated[i].Available-n)
-			b.regions[regionKey{o.Provider, o.Region}] = updated
+			b.regions[regionKey{o.Provider, o.Region}] = &regionOffers{offers: updated, rates: r.rates}
 			// Less capacity never makes a pending job placeable, so the
 			// version (which makes pending jobs be looked at again) stays.
-			v := b.version
-			b.rebuild()
-			b.version = v
+			b.stale = true
+			b.gen++
 			return
 		}
 	}
 }
 
 // markUnavailable records an insufficient-capacity failure on an offer
-// until a time.
+// (or a wider scope) until a time. Less capacity lets no waiting job fit,
+// so the version moves only if an earlier mark is cut short.
 func (b *book) markUnavailable(offerID string, until time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if old, ok := b.unavailable[offerID]; ok && until.Before(old) {
+		b.version++
+	}
 	b.unavailable[offerID] = until
-	b.version++
+	b.gen++
 }
 
 // bump forces every queued job to be looked at again.

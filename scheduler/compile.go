@@ -37,6 +37,11 @@ type QueuedJob struct {
 	// Avoid are offers or scopes the job is leaving (under notice, or
 	// moved off): its replacement goes elsewhere.
 	Avoid []string
+
+	// e is the scheduler's entry for the job while it is queued there, and
+	// attempt the record's attempt count this was built from.
+	e       *entry
+	attempt int
 }
 
 // Requirements is the placement-relevant part of a job spec, in a
@@ -132,6 +137,7 @@ func split(s string) []string {
 // compiledOffer is an offer with its names turned into small indexes.
 type compiledOffer struct {
 	offer     *providers.Offer
+	id        string
 	gpu       int // index into gpus
 	region    int // index into regions
 	purchase  uint8
@@ -143,16 +149,12 @@ type compiledOffer struct {
 	// rate is how often the offer's capacity is taken back, per
 	// instance-hour.
 	rate float64
-	// keys are the scope keys that cover the offer, for jobs with
-	// exclusions (built when one asks).
+	// keys are the scope keys that cover the offer (shared, read only).
 	keys []string
 }
 
 // excludedFor reports whether any of a job's exclusions covers the offer.
 func (o *compiledOffer) excludedFor(excluded []string) bool {
-	if o.keys == nil {
-		o.keys = providers.ScopeKeys(*o.offer)
-	}
 	for _, k := range o.keys {
 		if slices.Contains(excluded, k) {
 			return true
@@ -191,62 +193,33 @@ func purchaseBit(p providers.PurchaseOption) uint8 {
 	return 0
 }
 
-func compileOffers(offers []providers.Offer, now time.Time, unavailable map[string]time.Time, rates map[string]float64, geography func(provider, region string) string) *compiledOffers {
-	co := &compiledOffers{gpuIdx: map[string]int{}, all: make([]compiledOffer, len(offers))}
-	regionIdx := map[regionKey]int{}
+// compileOffers lays a book's offers (their counts) and the capacity marks
+// in force at now over its base.
+func compileOffers(offers []providers.Offer, base *offerBase, unavailable map[string]time.Time, now time.Time) *compiledOffers {
+	co := &compiledOffers{gpuIdx: base.gpuIdx, regions: base.regions, geos: base.geos,
+		all: make([]compiledOffer, len(offers)), groups: make([]gpuGroup, len(base.groups))}
+	ix := base.ix
+	blocked := ix.blocked(unavailable, now)
 	for i := range offers {
-		o := &offers[i]
-		g, ok := co.gpuIdx[o.GPU]
-		if !ok {
-			g = len(co.groups)
-			co.gpuIdx[o.GPU] = g
-			co.groups = append(co.groups, gpuGroup{name: o.GPU, minStartup: o.LaunchLatency})
-		}
-		rk := regionKey{o.Provider, o.Region}
-		r, ok := regionIdx[rk]
-		if !ok {
-			r = len(co.regions)
-			regionIdx[rk] = r
-			co.regions = append(co.regions, rk)
-			geo := ""
-			if geography != nil {
-				geo = geography(o.Provider, o.Region)
-			}
-			co.geos = append(co.geos, geo)
-		}
-		var until time.Time
-		marked := false
-		if len(unavailable) > 0 {
-			for _, k := range providers.ScopeKeys(*o) {
-				if u, ok := unavailable[k]; ok && (!marked || u.After(until)) {
-					until, marked = u, true
-				}
-			}
-		}
+		o, p := &offers[i], &base.per[i]
 		avail := o.Available
 		if o.Capacity == providers.CapacityNone {
 			avail = 0
 		}
-		rate, ok := rates[o.ID()]
-		if !ok {
-			rate = bidding.PriorRate(o.Provider, o.Purchase)
-		}
 		co.all[i] = compiledOffer{
-			offer: o, gpu: g, region: r, purchase: purchaseBit(o.Purchase),
+			offer: o, id: ix.ids[i], keys: ix.keys[i], gpu: int(p.gpu), region: int(p.region), purchase: purchaseBit(o.Purchase),
 			price: o.Price, startup: o.LaunchLatency, notice: o.Notice(), available: avail,
-			blocked: marked && now.Before(until), rate: rate,
+			blocked: blocked != nil && blocked[i], rate: p.rate,
 		}
-		grp := &co.groups[g]
-		grp.offers = append(grp.offers, &co.all[i])
-		grp.minStartup = min(grp.minStartup, o.LaunchLatency)
 	}
-	for gi := range co.groups {
-		slices.SortFunc(co.groups[gi].offers, func(a, b *compiledOffer) int {
-			if c := cmp.Compare(a.price, b.price); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.offer.ID(), b.offer.ID())
-		})
+	ptrs := make([]*compiledOffer, len(offers))
+	for gi, g := range base.groups {
+		members := ptrs[:len(g.members):len(g.members)]
+		ptrs = ptrs[len(g.members):]
+		for j, m := range g.members {
+			members[j] = &co.all[m]
+		}
+		co.groups[gi] = gpuGroup{name: g.name, offers: members, minStartup: g.minStartup}
 	}
 	return co
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -27,27 +28,43 @@ func (s *Scheduler) cycle(ctx context.Context) {
 
 	// 1. Snapshot.
 	now := s.o.Clock.Now()
-	offers, unavailable, version := s.book.snapshot(now)
+	bv := s.book.snapshot(now)
+	version := bv.version
 	s.mu.Lock()
-	batch := make([]*QueuedJob, 0, min(s.q.len(), 1024))
-	attempts := make(map[string]int, len(batch))
-	for _, qj := range s.q.jobs {
-		e := s.index[qj.ID]
-		if e == nil || e.inflight || e.seen == version {
-			continue
-		}
-		batch = append(batch, qj)
-		attempts[qj.ID] = e.attempt
+	needsLook := func(qj *QueuedJob) bool {
+		e := qj.e
+		return e != nil && e.queued == qj && !e.inflight && e.seen != version
 	}
+	var batch []*QueuedJob
+	if version == s.lookedAt {
+		// Every other queued job was found to fit nowhere in this very
+		// book: only the fresh ones, in queue order.
+		for _, qj := range s.fresh {
+			if needsLook(qj) {
+				batch = append(batch, qj)
+			}
+		}
+		slices.SortFunc(batch, queueLess)
+		batch = slices.Compact(batch)
+	} else {
+		batch = make([]*QueuedJob, 0, min(s.q.len(), 1024))
+		for _, qj := range s.q.jobs {
+			if needsLook(qj) {
+				batch = append(batch, qj)
+			}
+		}
+		s.lookedAt = version
+	}
+	s.fresh = s.fresh[:0]
 	moves := s.moves
 	s.moves = nil
 	s.mu.Unlock()
 	if len(batch) == 0 && len(moves) == 0 {
 		return
 	}
-	s.zones.observe(offers, unavailable, now)
-	snap := Snapshot{Now: now, Jobs: batch, Offers: offers, Unavailable: unavailable, Throughput: s.tp,
-		Geography: s.o.Geography, Rates: s.book.ratesNow(), Policy: s.o.Policy, Zones: s.zones.stats, PolicyStep: s.o.PolicyInterval}
+	s.zones.observe(bv, now)
+	snap := Snapshot{Now: now, Jobs: batch, Offers: bv.offers, Unavailable: bv.unavailable, Throughput: s.tp,
+		Geography: s.o.Geography, Rates: bv.rates, Policy: s.o.Policy, Zones: s.zones.stats, PolicyStep: s.o.PolicyInterval, base: bv.base}
 
 	// 2. Decide.
 	var moving []move
@@ -62,22 +79,25 @@ func (s *Scheduler) cycle(ctx context.Context) {
 	}
 	var changed []Pending
 	s.mu.Lock()
+	// A job's entry may have moved on since the snapshot: one no longer
+	// queued as it was decided on (placed, cancelled, gone, changed) is
+	// left alone (a changed one is fresh again).
 	for _, p := range plan.Placements {
-		e := s.index[p.JobID]
-		if e == nil || e.queued == nil || e.inflight {
+		e := p.q.e
+		if e.queued != p.q || e.inflight {
 			continue
 		}
 		e.inflight = true
 		s.book.take(p.Offer, p.Nodes)
-		n := attempts[p.JobID] + 1
+		n := p.q.attempt + 1
 		s.goAction(ctx, func(ctx context.Context) {
 			defer s.done(p.JobID)
 			s.place(ctx, p, n)
 		})
 	}
 	for _, p := range plan.Pending {
-		e := s.index[p.JobID]
-		if e == nil || e.queued == nil {
+		e := p.q.e
+		if e.queued != p.q {
 			continue
 		}
 		e.seen = version

@@ -37,6 +37,18 @@ type Snapshot struct {
 	// type (see ZoneKey); PolicyStep how often the policy is asked again.
 	Zones      map[ZoneKey]*bidding.ZoneStats
 	PolicyStep time.Duration
+
+	// base, when set, is the compiled base of Offers, Rates and Geography (the scheduler's book keeps one between changes).
+	base *offerBase
+}
+
+// offerBase returns the snapshot's compiled base, compiling it if it has
+// none.
+func (s Snapshot) offerBase() *offerBase {
+	if s.base != nil && len(s.base.per) == len(s.Offers) {
+		return s.base
+	}
+	return compileBase(indexOffers(s.Offers), s.Rates, s.Geography)
 }
 
 // Placement is one decision: put a job on an offer.
@@ -47,6 +59,8 @@ type Placement struct {
 	Estimate bidding.Estimate
 	// MaxPrice is the spot max price to launch with.
 	MaxPrice money.Micros
+
+	q *QueuedJob // the job decided on
 }
 
 // Pending is a job the cycle could not place, with the reasons.
@@ -56,6 +70,8 @@ type Pending struct {
 	// Hopeless is set when no offer the job may use would meet its
 	// deadline even with capacity: waiting cannot help.
 	Hopeless bool
+
+	q *QueuedJob
 }
 
 // Plan is a cycle's outcome. Carrying it out is the executor's business.
@@ -95,14 +111,14 @@ func DecideMoves(s Snapshot, runningOn map[string]string) []MoveOption {
 }
 
 func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
-	co := compileOffers(s.Offers, s.Now, s.Unavailable, s.Rates, s.Geography)
+	co := compileOffers(s.Offers, s.offerBase(), s.Unavailable, s.Now)
 	rules := &ruleCache{}
 	compiled := map[unique.Handle[Requirements]]*needs{}
 	var byID map[string]*compiledOffer
 	if runningOn != nil {
 		byID = make(map[string]*compiledOffer, len(co.all))
 		for i := range co.all {
-			byID[co.all[i].offer.ID()] = &co.all[i]
+			byID[co.all[i].id] = &co.all[i]
 		}
 	}
 	var plan Plan
@@ -117,20 +133,20 @@ func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 		cj := co.compileJob(q, nd)
 		best, est, wait := co.choose(cj, s)
 		if wait != nil {
-			plan.Pending = append(plan.Pending, Pending{JobID: q.ID, Reasons: wait})
+			plan.Pending = append(plan.Pending, Pending{JobID: q.ID, Reasons: wait, q: q})
 			continue
 		}
 		if best == nil {
 			if runningOn == nil {
 				reasons, hopeless := co.explain(cj, s.Now)
-				plan.Pending = append(plan.Pending, Pending{JobID: q.ID, Reasons: reasons, Hopeless: hopeless})
+				plan.Pending = append(plan.Pending, Pending{JobID: q.ID, Reasons: reasons, Hopeless: hopeless, q: q})
 			}
 			continue
 		}
 		if best.available > 0 {
 			best.available -= cj.nodes
 		}
-		p := Placement{JobID: q.ID, Offer: *best.offer, Nodes: cj.nodes, Estimate: est}
+		p := Placement{JobID: q.ID, Offer: *best.offer, Nodes: cj.nodes, Estimate: est, q: q}
 		if best.offer.Purchase == providers.Spot {
 			p.MaxPrice = bidding.SpotMaxPrice(cj.maxPrice, *best.offer)
 		}
@@ -220,6 +236,9 @@ func (co *compiledOffers) cheapest(cj *compiledJob, now time.Time, mask uint8) (
 			if bestCost != math.MaxInt64 && float64(o.price)*hours > float64(bestCost)*(1+1e-9)+1 {
 				break
 			}
+			if cj.maxPrice > 0 && o.price > cj.maxPrice {
+				break // and so is every later one
+			}
 			if o.purchase&mask == 0 || cj.staticReason(o) != reasonNone || cj.dynamicReason(o) != reasonNone {
 				continue
 			}
@@ -254,5 +273,5 @@ func better(o, cur *compiledOffer, est, curEst bidding.Estimate) bool {
 	if !est.Finish.Equal(curEst.Finish) {
 		return est.Finish.Before(curEst.Finish)
 	}
-	return o.offer.ID() < cur.offer.ID()
+	return o.id < cur.id
 }

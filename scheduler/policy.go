@@ -6,7 +6,6 @@ import (
 
 	"github.com/spotwise/spotwise/bidding"
 	"github.com/spotwise/spotwise/job"
-	"github.com/spotwise/spotwise/providers"
 )
 
 // ZoneKey names the spot capacity of one GPU type in one zone: what the
@@ -148,12 +147,15 @@ func (co *compiledOffers) policyState(cj *compiledJob, s Snapshot, spot, od *com
 type zoneWatch struct {
 	stats map[ZoneKey]*bidding.ZoneStats
 	last  time.Time
+	// up is which zones had capacity in the book of generation gen.
+	up    map[ZoneKey]bool
+	upGen uint64
 }
 
 // observe records, for the time since the last look, which zones had
 // spot capacity for each GPU type (an offer with capacity, not marked
 // unavailable), and whether any zone had (under ZoneKey{Zone: "*"}).
-func (w *zoneWatch) observe(offers []providers.Offer, unavailable map[string]time.Time, now time.Time) {
+func (w *zoneWatch) observe(bv bookView, now time.Time) {
 	if w.stats == nil {
 		w.stats = map[ZoneKey]*bidding.ZoneStats{}
 	}
@@ -163,27 +165,10 @@ func (w *zoneWatch) observe(offers []providers.Offer, unavailable map[string]tim
 		return
 	}
 	w.last = now
-	up := map[ZoneKey]bool{}
-	for i := range offers {
-		o := &offers[i]
-		if o.Purchase != providers.Spot {
-			continue
-		}
-		blocked := false
-		if len(unavailable) > 0 {
-			for _, k := range providers.ScopeKeys(*o) {
-				if _, ok := unavailable[k]; ok {
-					blocked = true
-				}
-			}
-		}
-		avail := !blocked && o.Available != 0 && o.Capacity != providers.CapacityNone
-		k := ZoneKey{o.Provider, o.Zone, o.GPU}
-		up[k] = up[k] || avail
-		any := ZoneKey{Zone: "*", GPU: o.GPU}
-		up[any] = up[any] || avail
+	if w.up == nil || w.upGen != bv.gen {
+		w.up, w.upGen = bv.base.zonesUp(bv.offers, bv.unavailable, now), bv.gen
 	}
-	for k, avail := range up {
+	for k, avail := range w.up {
 		zs := w.stats[k]
 		if zs == nil {
 			zs = &bidding.ZoneStats{}

@@ -147,6 +147,12 @@ type Scheduler struct {
 	mu    sync.Mutex
 	index map[string]*entry
 	q     queue
+	// fresh are the queued jobs that need a look though the book has not
+	// changed since the last full look (at version lookedAt): new, changed
+	// or back from an action. A cycle over an unchanged book looks at
+	// these only, not at a backlog that fitted nowhere.
+	fresh    []*QueuedJob
+	lookedAt uint64
 	// moves are the running jobs the last reconciliation found for the
 	// next cycle to look for cheaper capacity for (see move.go).
 	moves []*job.Record
@@ -200,7 +206,7 @@ func New(bus *events.Bus, o Options) *Scheduler {
 	o.defaults()
 	s := &Scheduler{
 		bus: bus, jobs: bus.Jobs(), pub: bus, o: o, log: o.Log, book: newBook(),
-		index: map[string]*entry{}, kickC: make(chan struct{}, 1),
+		index: map[string]*entry{}, kickC: make(chan struct{}, 1), lookedAt: ^uint64(0),
 		metrics: o.Metrics, launching: map[string]bool{}, settled: map[string]int{}, work: &pool{},
 	}
 	s.exp = newExperience()
@@ -228,7 +234,9 @@ func (s *Scheduler) Run(ctx context.Context) (err error) {
 	// remembered.
 	s.mu.Lock()
 	s.index, s.q, s.book = map[string]*entry{}, queue{}, newBook()
+	s.fresh, s.lookedAt = nil, ^uint64(0) // the first cycle looks at all
 	s.book.rateOf = s.rateOf
+	s.book.geography = s.o.Geography
 	if err := s.exp.load(ctx, s.bus.Meta()); err != nil {
 		s.log.Warn("reading what earlier terms learnt", zap.Error(err))
 	}
@@ -375,8 +383,10 @@ func (s *Scheduler) onJobChange(c events.JobChange) {
 			s.q.remove(c.ID, e.queued)
 		}
 		e.queued = queuedJob(r)
+		e.queued.e, e.queued.attempt = e, r.Status.Attempt
 		e.seen = 0
 		s.q.add(e.queued)
+		s.fresh = append(s.fresh, e.queued)
 		s.metrics.queued.Store(int64(s.q.len()))
 		s.kick()
 	default:
@@ -475,6 +485,9 @@ func (s *Scheduler) done(id string) {
 	s.mu.Lock()
 	if e := s.index[id]; e != nil {
 		e.inflight = false
+		if e.queued != nil {
+			s.fresh = append(s.fresh, e.queued)
+		}
 	}
 	s.mu.Unlock()
 	s.kick()

@@ -1,0 +1,131 @@
+package scheduler
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/spotwise/spotwise/providers"
+)
+
+// The book's offer index is kept across updates that change only
+// available counts (a launch, a feed reporting it) and rebuilt when a
+// price or an offer changes; whichever it does, a cycle sees the index a
+// fresh build of the same offers would give, in the same cheapest-first
+// order.
+func TestBookIndexFollowsTheOffers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	all := benchBook(300, rng)
+	byRegion := map[string][]providers.Offer{}
+	var regions []string
+	for _, o := range all {
+		if byRegion[o.Region] == nil {
+			regions = append(regions, o.Region)
+		}
+		byRegion[o.Region] = append(byRegion[o.Region], o)
+	}
+	b := newBook()
+	for _, r := range regions {
+		b.replace("aws", r, byRegion[r])
+	}
+	now := time.Unix(0, 0)
+	check := func(step string, wantReused bool, prev *offerIndex) *offerIndex {
+		t.Helper()
+		bv := b.snapshot(now)
+		fresh := indexOffers(bv.offers)
+		if !reflect.DeepEqual(bv.index.ids, fresh.ids) || !reflect.DeepEqual(bv.index.keys, fresh.keys) || !reflect.DeepEqual(bv.index.order, fresh.order) {
+			t.Fatalf("%s: the book's index differs from a fresh one", step)
+		}
+		if &bv.index.offers[0] != &bv.offers[0] {
+			t.Fatalf("%s: the index is of other offers than the snapshot's", step)
+		}
+		want := compileBase(fresh, bv.rates, nil)
+		want.ix = bv.base.ix
+		if !reflect.DeepEqual(bv.base, want) {
+			t.Fatalf("%s: the book's compiled base differs from a fresh one", step)
+		}
+		if reused := prev != nil && &bv.index.order[0] == &prev.order[0]; reused != wantReused {
+			t.Fatalf("%s: index reused %v, want %v", step, reused, wantReused)
+		}
+		return bv.index
+	}
+	ix := check("first look", false, nil)
+
+	// A launch takes capacity: same index, new counts.
+	o := byRegion[regions[2]][1]
+	b.take(o, 2)
+	ix = check("after a take", true, ix)
+	if got, _ := b.lookup(o.Provider, o.Region, o.ID()); got.Available != o.Available-2 {
+		t.Fatalf("available after take: %d, want %d", got.Available, o.Available-2)
+	}
+
+	// The feed reports counts: same index. A lower count (what a launch
+	// there reports) cannot let a waiting job fit, so the version, which
+	// has waiting jobs looked at again, stays; a higher one moves it.
+	version := func() uint64 { return b.snapshot(now).version }
+	v := version()
+	up := append([]providers.Offer(nil), byRegion[regions[0]]...)
+	up[0].Available--
+	up[1].Price++
+	if !b.replace("aws", regions[0], up) {
+		t.Fatal("a changed count is a change")
+	}
+	ix = check("after a count went down", false, ix) // the price moved too
+	if version() != v {
+		t.Fatal("a lower count and a higher price had waiting jobs looked at again")
+	}
+	up = append([]providers.Offer(nil), up...)
+	up[0].Available += 3
+	b.replace("aws", regions[0], up)
+	ix = check("after a count went up", true, ix)
+	if version() == v {
+		t.Fatal("a higher count did not have waiting jobs looked at again")
+	}
+
+	// A price moves: rebuilt, and the order follows the new price.
+	up = append([]providers.Offer(nil), up...)
+	up[3].Price = 1
+	v = version()
+	b.replace("aws", regions[0], up)
+	ix = check("after a price changed", false, ix)
+	if version() == v {
+		t.Fatal("a lower price did not have waiting jobs looked at again")
+	}
+	first := ix.offers[ix.order[0]]
+	if first.Price != 1 && first.GPU == up[3].GPU {
+		t.Fatalf("the cheapest offer of %s is %s at %s", first.GPU, first.ID(), first.Price)
+	}
+
+	// An offer goes away: rebuilt.
+	b.replace("aws", regions[1], byRegion[regions[1]][1:])
+	ix = check("after an offer went", false, ix)
+
+	// A launch refused for capacity marks a zone: the same index and base,
+	// and offers blocked by the mark until it lapses.
+	marked := byRegion[regions[4]][0]
+	b.markUnavailable(providers.ScopeKey(providers.ScopeZone, marked), now.Add(time.Minute))
+	ix = check("after a mark", true, ix)
+	blocked := func() int {
+		bv := b.snapshot(now)
+		co := compileOffers(bv.offers, bv.base, bv.unavailable, now)
+		n := 0
+		for _, o := range co.all {
+			if o.blocked {
+				n++
+				if o.offer.Zone != marked.Zone {
+					t.Fatalf("%s blocked by a mark on zone %s", o.id, marked.Zone)
+				}
+			}
+		}
+		return n
+	}
+	if n := blocked(); n == 0 {
+		t.Fatal("no offer blocked by the zone's mark")
+	}
+	now = now.Add(time.Minute)
+	check("after the mark lapsed", true, ix)
+	if n := blocked(); n != 0 {
+		t.Fatalf("%d offers still blocked after the mark lapsed", n)
+	}
+}
