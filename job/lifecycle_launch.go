@@ -498,6 +498,12 @@ func awaiting(a *Attempt) bool {
 // rebalance recommendation acted on): no capacity goes at a deadline.
 func voluntary(n *Notice) bool { return n != nil && n.Deadline.IsZero() }
 
+// held reports whether an attempt is a replacement whose workload waits
+// for its start.
+func held(a *Attempt) bool {
+	return a != nil && !a.StartAfter.IsZero() && a.RunningAt.IsZero() && !a.Released()
+}
+
 // close ends a live attempt now with an outcome and reports it.
 func (t *tx) close(slot **Attempt, outcome Outcome) *Attempt {
 	a := t.r.closeAttempt(slot, t.now, outcome)
@@ -571,41 +577,4 @@ func (t *tx) leave() bool {
 	}
 	s.Previous, s.Current = s.Current, nil
 	return true
-}
-
-// joinIDs names instances in a message.
-func joinIDs(ids []string) string {
-	switch len(ids) {
-	case 0:
-		return "no instances"
-	case 1:
-		return ids[0]
-	case 2, 3:
-		out := ids[0]
-		for _, id := range ids[1:] {
-			out += ", " + id
-		}
-		return out
-	}
-	return fmt.Sprintf("%s and %d more", ids[0], len(ids)-1)
-}
-
-// humanDuration writes a duration for people: "6h", "1h30m", "45m", "30s".
-func humanDuration(d time.Duration) string {
-	d = d.Round(time.Second)
-	switch {
-	case d >= time.Hour:
-		h, m := d/time.Hour, (d%time.Hour)/time.Minute
-		if m == 0 {
-			return fmt.Sprintf("%dh", h)
-		}
-		return fmt.Sprintf("%dh%02dm", h, m)
-	case d >= time.Minute:
-		m, sec := d/time.Minute, (d%time.Minute)/time.Second
-		if sec == 0 {
-			return fmt.Sprintf("%dm", m)
-		}
-		return fmt.Sprintf("%dm%02ds", m, sec)
-	}
-	return fmt.Sprintf("%ds", d/time.Second)
 }

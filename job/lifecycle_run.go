@@ -362,12 +362,6 @@ func (t *tx) startReplacement() {
 	}
 }
 
-// held reports whether an attempt is a replacement whose workload waits
-// for its start.
-func held(a *Attempt) bool {
-	return a != nil && !a.StartAfter.IsZero() && a.RunningAt.IsZero() && !a.Released()
-}
-
 func (t *tx) checkpointFailed(in CheckpointFailed) {
 	s := &t.r.Status
 	a, prev := t.fenced(in.Attempt, in.Instance)
@@ -594,40 +588,9 @@ func (t *tx) lose(share float64) {
 	t.r.Status.WorkLost += Duration(time.Duration(float64(ref) * share))
 }
 
-// resumePoint says where the job resumes from, for messages.
-func (t *tx) resumePoint() string {
-	if c := t.r.Status.Checkpoint; c != nil {
-		return fmt.Sprintf("the checkpoint at %s (step %d)", pct(c.Progress), c.Step)
-	}
-	return "the start (no checkpoint)"
-}
-
 // inRoot reports whether a checkpoint lies in the job's checkpoint
 // location.
 func (t *tx) inRoot(ck CheckpointRef) bool {
 	root := t.r.Status.CheckpointRoot
 	return root == "" || strings.HasPrefix(ck.Location, strings.TrimSuffix(root, "/")+"/")
-}
-
-// checkpointAlert records a checkpoint that did not make it, and alerts.
-func (t *tx) checkpointAlert(attempt int, why string) {
-	s := &t.r.Status
-	t.history(KindCheckpointFailed, attempt, nil, "checkpoint failed: "+why+"; resuming from "+t.resumePoint(), LaunchKey(t.r.ID, attempt)+"-ckpt-failed")
-	t.alert(SeverityWarning, "checkpoint-failed",
-		fmt.Sprintf("job %s (%s): checkpoint of attempt %d failed (%s); resuming from %s", t.r.Spec.Name, t.r.ID, attempt, why, t.resumePoint()),
-		map[string]string{"attempt": fmt.Sprint(attempt), "work_lost": s.WorkLost.D().String()}, fmt.Sprintf("a%d-ckpt", attempt))
-}
-
-func pct(p float64) string { return fmt.Sprintf("%.0f%%", p*100) }
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
