@@ -258,12 +258,18 @@ func (b *Bus) reading(r Reading, stop func()) func() {
 type Responder func(ctx context.Context, data []byte) []byte
 
 // Serve answers requests on subject in the API queue group until the
-// returned stop function is called.
+// returned stop function is called. A responder that panics (a request
+// nobody foresaw) answers ErrorReply, and the request is counted as
+// dropped under its subject: one hostile request must not take the
+// process down.
 func (b *Bus) Serve(subject string, r Responder) (stop func(), err error) {
 	sub, err := b.nc.QueueSubscribe(subject, APIQueue, func(m *nats.Msg) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		reply := r(ctx, m.Data)
+		reply, ok := b.recovered(subject, func() []byte { return r(ctx, m.Data) })
+		if !ok {
+			reply = ErrorReply
+		}
 		if m.Reply != "" {
 			if err := m.Respond(reply); err != nil {
 				b.log.Warn("answering request", zap.String("subject", subject), zap.Error(err))
@@ -393,15 +399,38 @@ func (b *Bus) Follow(ctx context.Context, stream string, subjects []string, last
 	return inflight.stopper(cctx, b.reading(Reading{Kind: "follow", Name: stream, Stream: stream, Subjects: subjects}, cancel), cc.Stop), nil
 }
 
+// ErrorReply is what Serve answers when its responder panics: an API
+// error (the shape of the job API's replies), saying nothing of the cause.
+var ErrorReply = []byte(`{"error":{"code":"internal","message":"the request could not be handled"}}`)
+
+// recovered runs fn, turning a panic into a drop of the request on
+// subject (logged, counted); ok is false if it panicked.
+func (b *Bus) recovered(subject string, fn func() []byte) (reply []byte, ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			b.drop(subject, "refused")
+			b.log.Error("request handler panicked; dropping the request", zap.String("subject", subject), zap.Any("panic", r))
+			reply, ok = nil, false
+		}
+	}()
+	return fn(), true
+}
+
 // Answer replies to requests on subject (no queue group: every subscriber
 // sees every request) until stop is called. fn returns the reply and
 // whether to send one; a subscriber that returns false stays silent, so
 // the requester hears from the one it addressed (the agent of a given
-// attempt, say).
+// attempt, say). An fn that panics stays silent too, and the request is
+// counted as dropped.
 func (b *Bus) Answer(subject string, fn func(data []byte) ([]byte, bool)) (stop func(), err error) {
 	sub, err := b.nc.Subscribe(subject, func(m *nats.Msg) {
-		reply, ok := fn(m.Data)
-		if ok && m.Reply != "" {
+		var ok bool
+		reply, done := b.recovered(subject, func() []byte {
+			var r []byte
+			r, ok = fn(m.Data)
+			return r
+		})
+		if done && ok && m.Reply != "" {
 			if err := m.Respond(reply); err != nil {
 				b.log.Warn("answering request", zap.String("subject", subject), zap.Error(err))
 			}

@@ -164,3 +164,44 @@ func TestFollowRemovesPoisonFromTheStream(t *testing.T) {
 		t.Fatalf("third follower read %d updates and refused %d, want the good update alone", offers, refused)
 	}
 }
+
+// A request handler that panics does not take the process down: Serve
+// answers with an error, Answer stays silent, the request is counted as
+// dropped, and the next request is answered.
+func TestPanickingRequestHandlersDropTheRequest(t *testing.T) {
+	b := eventstest.NewBus(t, nil)
+	echo := func(data []byte) []byte {
+		if string(data) == "boom" {
+			panic("a request nobody foresaw")
+		}
+		return append([]byte("re:"), data...)
+	}
+	stopS, err := b.Serve("spotwise.test.serve", func(_ context.Context, data []byte) []byte { return echo(data) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopS()
+	stopA, err := b.Answer("spotwise.test.answer", func(data []byte) ([]byte, bool) { return echo(data), true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopA()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if got, err := b.Request(ctx, "spotwise.test.serve", []byte("boom")); err != nil || string(got) != string(events.ErrorReply) {
+		t.Fatalf("serve answered %q, %v; want the error reply", got, err)
+	}
+	silent, cancelSilent := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancelSilent()
+	if got, err := b.Request(silent, "spotwise.test.answer", []byte("boom")); err == nil {
+		t.Fatalf("answer answered %q to a request its handler panicked on", got)
+	}
+	for _, subject := range []string{"spotwise.test.serve", "spotwise.test.answer"} {
+		if got, err := b.Request(ctx, subject, []byte("hi")); err != nil || string(got) != "re:hi" {
+			t.Fatalf("%s after a panic: %q, %v", subject, got, err)
+		}
+		if n := b.Dropped()[events.DropKey{Consumer: subject, Reason: "refused"}]; n != 1 {
+			t.Errorf("%s: %d requests dropped, want 1", subject, n)
+		}
+	}
+}
