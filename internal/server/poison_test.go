@@ -97,6 +97,8 @@ func TestPoisonMessagesAreDroppedOnceAndNotRedelivered(t *testing.T) {
 	defer hook.Close()
 	cfg := testConfig(t.TempDir())
 	cfg.Alerts.Webhooks = []alerts.Webhook{{Name: "test", URL: hook.URL}}
+	// No capacity taken back by chance: the running job must run on.
+	cfg.Sim.Interruptions = SimInterruptions{}
 	s, logs := startObserved(t, cfg)
 	c := api.NewClient(s.HTTPAddr())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
