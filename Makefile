@@ -6,7 +6,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 # Where the measured spot traces live (read at run time, never copied).
 TRACES   ?= ../shared/traces
 
-.PHONY: build run test test-short bench lint fmt vet clean
+.PHONY: build run test test-short bench lint fmt vet clean fuzz
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/spotwise
@@ -25,6 +25,17 @@ test:
 
 test-short:
 	$(GO) test -short -count=1 ./...
+
+# Every fuzz target for FUZZTIME each (their seed corpora already run in
+# `make test`); a failing input is written under the package's
+# testdata/fuzz, to be kept as a regression once the bug is fixed. Runs
+# are milliseconds of real NATS each, so minimizing is bounded by count.
+FUZZTIME ?= 1m
+FUZZ_TARGETS := events:FuzzDecode scheduler:FuzzSchedulerConsumers alerts:FuzzAlertsConsumer api:FuzzNATSSubmit \
+	internal/server:FuzzSimControl agent:FuzzAgentControl job:FuzzParse
+fuzz:
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; echo "== $$fn ($$pkg)"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 10x ./$$pkg/ || exit 1; done
 
 # Benchmarks for the performance targets (one core for the cycle).
 bench:

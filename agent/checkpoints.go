@@ -24,7 +24,8 @@ type Answerer interface {
 // controls subscribes an attempt's agent to its control subject and hands
 // the requests for this attempt to the returned channel; requests for other
 // attempts of the job (the agent it replaces, or its replacement) are left
-// to their own agents.
+// to their own agents, and a request naming another job (sent to the
+// wrong subject) is no agent's here.
 func controls(a Answerer, jobID string, attempt int) (<-chan *events.AgentControl, func(), error) {
 	ch := make(chan *events.AgentControl, 8)
 	var mu sync.Mutex
@@ -35,7 +36,7 @@ func controls(a Answerer, jobID string, attempt int) (<-chan *events.AgentContro
 			return nil, false
 		}
 		c, ok := p.(*events.AgentControl)
-		if !ok || c.Attempt != attempt {
+		if !ok || c.JobID != jobID || c.Attempt != attempt {
 			return nil, false
 		}
 		mu.Lock()

@@ -117,17 +117,16 @@ func slackBody(it item) ([]byte, error) {
 		text += " (job " + a.JobID + ")"
 	}
 	msg := slackMessage{
-		Text: slackEscape(truncate(text, slackTextMax)),
+		Text: slackTruncate(text, slackTextMax),
 		Blocks: []slackBlock{
 			{Type: "header", Text: &slackText{Type: "plain_text", Emoji: true,
 				Text: truncate(look.emoji+" "+look.title+": "+a.Kind, slackHeaderMax)}},
-			{Type: "section", Text: &slackText{Type: "mrkdwn", Text: slackEscape(truncate(a.Summary, slackTextMax))}},
+			{Type: "section", Text: &slackText{Type: "mrkdwn", Text: slackTruncate(a.Summary, slackTextMax)}},
 		},
 	}
 	var fields []*slackText
 	field := func(name, value string) {
-		fields = append(fields, &slackText{Type: "mrkdwn",
-			Text: truncate("*"+slackEscape(name)+"*\n"+slackEscape(value), slackFieldMax)})
+		fields = append(fields, &slackText{Type: "mrkdwn", Text: slackTruncate("*"+name+"*\n"+value, slackFieldMax)})
 	}
 	if a.JobID != "" {
 		field("Job", a.JobID)
@@ -150,12 +149,38 @@ func slackBody(it item) ([]byte, error) {
 	if !it.time.IsZero() {
 		footer += " · " + it.time.UTC().Format(time.RFC3339)
 	}
-	msg.Blocks = append(msg.Blocks, slackBlock{Type: "context", Elements: []*slackText{{Type: "mrkdwn", Text: slackEscape(footer)}}})
+	msg.Blocks = append(msg.Blocks, slackBlock{Type: "context", Elements: []*slackText{{Type: "mrkdwn", Text: slackTruncate(footer, slackTextMax)}}})
 	return json.Marshal(msg)
 }
 
 // slackEscape escapes the three characters Slack's mrkdwn gives meaning to.
 var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
+
+// slackTruncate escapes s and keeps at most n characters of the result:
+// Slack counts its limits on the text as sent, escapes included (a
+// summary of 3000 "&" is 15000 characters, and the message is refused),
+// and the cut never falls inside an escape.
+func slackTruncate(s string, n int) string {
+	e := slackEscape(s)
+	if n <= 0 || utf8.RuneCountInString(e) <= n {
+		return truncate(e, n)
+	}
+	r := []rune(e)[:n-1]
+	// Every "&" in escaped text starts an escape, which ends with ";".
+	if amp := lastIndex(r, '&'); amp >= 0 && lastIndex(r[amp:], ';') < 0 {
+		r = r[:amp]
+	}
+	return string(r) + "…"
+}
+
+func lastIndex(r []rune, c rune) int {
+	for i := len(r) - 1; i >= 0; i-- {
+		if r[i] == c {
+			return i
+		}
+	}
+	return -1
+}
 
 // amAlert is one alert as Alertmanager's POST /api/v2/alerts takes it.
 type amAlert struct {

@@ -41,7 +41,7 @@ type receiver struct {
 	reqs []request
 }
 
-func newReceiver(t *testing.T, respond func(n int, w http.ResponseWriter, r *http.Request)) *receiver {
+func newReceiver(t testing.TB, respond func(n int, w http.ResponseWriter, r *http.Request)) *receiver {
 	t.Helper()
 	rc := &receiver{respond: respond}
 	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -75,7 +75,7 @@ func (rc *receiver) bodies() []string {
 }
 
 // waitRequests waits until the receiver has seen n requests.
-func (rc *receiver) waitRequests(t *testing.T, n int, timeout time.Duration) []request {
+func (rc *receiver) waitRequests(t testing.TB, n int, timeout time.Duration) []request {
 	t.Helper()
 	testutil.CheckFor(t, timeout, 5*time.Millisecond, func() error {
 		if got := len(rc.requests()); got < n {
@@ -102,7 +102,7 @@ func hang(t *testing.T) func(int, http.ResponseWriter, *http.Request) {
 // startNotifier runs a Notifier until the test ends, and returns once its
 // durable consumer exists (it starts with new alerts, so publishing before
 // that would lose them).
-func startNotifier(t *testing.T, bus *events.Bus, cfg alerts.Config, log *zap.Logger, opts ...alerts.Option) *alerts.Notifier {
+func startNotifier(t testing.TB, bus *events.Bus, cfg alerts.Config, log *zap.Logger, opts ...alerts.Option) *alerts.Notifier {
 	t.Helper()
 	if log == nil {
 		log = eventstest.Logger(t)
@@ -137,7 +137,7 @@ func startNotifier(t *testing.T, bus *events.Bus, cfg alerts.Config, log *zap.Lo
 }
 
 // publish puts alerts on the stream with the package's helper.
-func publish(t *testing.T, bus *events.Bus, as ...events.Alert) {
+func publish(t testing.TB, bus *events.Bus, as ...events.Alert) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -153,7 +153,7 @@ func alert(severity, summary string) events.Alert {
 }
 
 // waitStats waits until cond holds for the Notifier's counters.
-func waitStats(t *testing.T, n *alerts.Notifier, timeout time.Duration, cond func(alerts.Stats) error) {
+func waitStats(t testing.TB, n *alerts.Notifier, timeout time.Duration, cond func(alerts.Stats) error) {
 	t.Helper()
 	testutil.CheckFor(t, timeout, 5*time.Millisecond, func() error { return cond(n.Stats()) })
 }

@@ -131,10 +131,10 @@ func (n *Notifier) handle(ctx context.Context, m events.Message) error {
 	}
 	a, ok := m.Payload.(*events.Alert)
 	if !ok {
+		// Poison: dropped (the bus logs and counts it, once) rather than
+		// acknowledged as if it had been handled.
 		n.ignored.Add(1)
-		n.log.Warn("ignoring an event that is not an alert on the alert stream",
-			zap.String("subject", m.Subject), zap.String("event", m.Envelope.ID), zap.String("type", m.Envelope.Type))
-		return nil
+		return events.Drop(fmt.Errorf("a %s event on %s, which carries alerts", m.Envelope.Type, m.Subject))
 	}
 	it := item{alert: *a, id: m.Envelope.ID, time: m.Envelope.Time, source: m.Envelope.Source}
 	for _, s := range n.sinks {

@@ -117,6 +117,9 @@ type Bus struct {
 	garbled  atomic.Int64
 	dropMu   sync.Mutex
 	dropped  map[DropKey]int64
+	readMu   sync.Mutex
+	reads    map[int]Reading
+	readSeq  int
 }
 
 // DropKey names a count of dropped messages: by which consumer (or

@@ -1,9 +1,12 @@
 package events
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,10 +25,11 @@ type Message struct {
 
 // Handler handles one event. Returning an error asks for redelivery after
 // a delay (a transient failure: the store did not answer); an error made
-// with Drop, a panic, or a payload of the wrong type ends the message for
-// good: it is terminated, logged once with its subject and reason, and
-// counted. Handlers must be idempotent, since JetStream delivers at least
-// once.
+// with Drop, a *DecodeError (what the handler read to act on the message,
+// a job record, is garbled: it will be the next time too), a panic, or a
+// payload of the wrong type ends the message for good: it is terminated,
+// logged once with its subject and reason, and counted. Handlers must be
+// idempotent, since JetStream delivers at least once.
 type Handler func(ctx context.Context, m Message) error
 
 // Drop marks a handler error that redelivery cannot fix (the message is
@@ -148,7 +152,7 @@ func (b *Bus) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (stop f
 		}
 		if err := safely(cctx, h, Message{Subject: msg.Subject(), Envelope: env, Payload: p, Delivered: delivered}); err != nil {
 			switch {
-			case IsDrop(err):
+			case IsDrop(err) || IsDecodeError(err):
 				b.drop(cc.Durable, "refused")
 				log.Warn("dropping event", zap.String("subject", msg.Subject()), zap.String("event", env.ID), zap.String("type", env.Type), zap.Error(err))
 				_ = msg.Term()
@@ -197,19 +201,75 @@ func (b *Bus) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (stop f
 		cancel()
 		return nil, fmt.Errorf("consuming %s: %w", cc.Durable, err)
 	}
-	return inflight.stopper(cctx, cancel, cc2.Stop), nil
+	return inflight.stopper(cctx, b.reading(Reading{Kind: "consume", Name: cc.Durable, Stream: cc.Stream, Subjects: cc.Subjects}, cancel), cc2.Stop), nil
+}
+
+// Reading is one subscription the bus runs for a consumer: a durable
+// consumer (Consume), an ordered consumer of a stream (Follow), or a
+// request subject (Serve, Answer).
+type Reading struct {
+	// Kind is consume, follow, serve or answer.
+	Kind string
+	// Name is what the reading's drops are counted under
+	// (DropKey.Consumer): the durable, the stream followed, or the
+	// subject.
+	Name   string
+	Stream string
+	// Subjects are its subjects, wildcards and all.
+	Subjects []string
+}
+
+// Readings lists what the bus's consumers read now, in a stable order:
+// for operators, and for tests that must reach every consumer.
+func (b *Bus) Readings() []Reading {
+	b.readMu.Lock()
+	defer b.readMu.Unlock()
+	out := make([]Reading, 0, len(b.reads))
+	for _, r := range b.reads {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(x, y Reading) int {
+		return cmp.Or(cmp.Compare(x.Kind, y.Kind), cmp.Compare(x.Name, y.Name), cmp.Compare(strings.Join(x.Subjects, " "), strings.Join(y.Subjects, " ")))
+	})
+	return out
+}
+
+// reading records r until the returned function (stop, which it calls
+// first) runs.
+func (b *Bus) reading(r Reading, stop func()) func() {
+	r.Subjects = slices.Clone(r.Subjects)
+	b.readMu.Lock()
+	defer b.readMu.Unlock()
+	if b.reads == nil {
+		b.reads = map[int]Reading{}
+	}
+	b.readSeq++
+	id := b.readSeq
+	b.reads[id] = r
+	return func() {
+		stop()
+		b.readMu.Lock()
+		defer b.readMu.Unlock()
+		delete(b.reads, id)
+	}
 }
 
 // Responder answers one request; it returns the reply's bytes.
 type Responder func(ctx context.Context, data []byte) []byte
 
 // Serve answers requests on subject in the API queue group until the
-// returned stop function is called.
+// returned stop function is called. A responder that panics (a request
+// nobody foresaw) answers ErrorReply, and the request is counted as
+// dropped under its subject: one hostile request must not take the
+// process down.
 func (b *Bus) Serve(subject string, r Responder) (stop func(), err error) {
 	sub, err := b.nc.QueueSubscribe(subject, APIQueue, func(m *nats.Msg) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		reply := r(ctx, m.Data)
+		reply, ok := b.recovered(subject, func() []byte { return r(ctx, m.Data) })
+		if !ok {
+			reply = ErrorReply
+		}
 		if m.Reply != "" {
 			if err := m.Respond(reply); err != nil {
 				b.log.Warn("answering request", zap.String("subject", subject), zap.Error(err))
@@ -219,7 +279,7 @@ func (b *Bus) Serve(subject string, r Responder) (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("serving %s: %w", subject, err)
 	}
-	return func() { _ = sub.Unsubscribe() }, nil
+	return b.reading(Reading{Kind: "serve", Name: subject, Subjects: []string{subject}}, func() { _ = sub.Unsubscribe() }), nil
 }
 
 // ErrNoResponders: nobody listens on a request's subject (yet).
@@ -280,20 +340,36 @@ func (b *Bus) JobHistory(ctx context.Context, jobID string, limit int) ([]Histor
 // ephemeral ordered consumer until ctx ends or stop is called (it returns
 // once h no longer runs): with lastPerSubject, starting at the newest
 // message of each subject, which is how the current price book is rebuilt
-// at start. Garbled messages are counted and skipped; handler errors are
-// logged (there is no redelivery).
+// at start. Handler errors are logged (there is no redelivery). A message
+// that is garbled or that the handler drops is counted and deleted from
+// the stream: an ordered consumer acknowledges nothing, so otherwise every
+// later follower starting from the last message of its subject would meet
+// the poison again.
 func (b *Bus) Follow(ctx context.Context, stream string, subjects []string, lastPerSubject bool, h Handler) (stop func(), err error) {
 	conf := jetstream.OrderedConsumerConfig{FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverNewPolicy}
 	if lastPerSubject {
 		conf.DeliverPolicy = jetstream.DeliverLastPerSubjectPolicy
 	}
-	cons, err := b.js.OrderedConsumer(ctx, stream, conf)
+	st, err := b.js.Stream(ctx, stream)
+	if err != nil {
+		return nil, fmt.Errorf("following %s: %w", stream, err)
+	}
+	cons, err := st.OrderedConsumer(ctx, conf)
 	if err != nil {
 		return nil, fmt.Errorf("following %s: %w", stream, err)
 	}
 	log := b.log.With(zap.String("stream", stream))
 	cctx, cancel := context.WithCancel(ctx)
 	var inflight gate
+	remove := func(msg jetstream.Msg) {
+		meta, err := msg.Metadata()
+		if err == nil {
+			err = st.DeleteMsg(cctx, meta.Sequence.Stream)
+		}
+		if err != nil && cctx.Err() == nil {
+			log.Warn("deleting a dropped event from the stream", zap.String("subject", msg.Subject()), zap.Error(err))
+		}
+	}
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
 		if !inflight.enter() {
 			return
@@ -303,11 +379,15 @@ func (b *Bus) Follow(ctx context.Context, stream string, subjects []string, last
 		if err != nil {
 			b.drop(stream, "garbled")
 			log.Warn("dropping garbled event", zap.String("subject", msg.Subject()), zap.Error(err))
+			remove(msg)
 			return
 		}
 		if err := safely(cctx, h, Message{Subject: msg.Subject(), Envelope: env, Payload: p, Delivered: 1}); err != nil {
-			if IsDrop(err) {
+			if IsDrop(err) || IsDecodeError(err) {
 				b.drop(stream, "refused")
+				log.Warn("dropping event", zap.String("subject", msg.Subject()), zap.String("event", env.ID), zap.String("type", env.Type), zap.Error(err))
+				remove(msg)
+				return
 			}
 			log.Warn("event handler failed", zap.String("subject", msg.Subject()), zap.Error(err))
 		}
@@ -316,18 +396,41 @@ func (b *Bus) Follow(ctx context.Context, stream string, subjects []string, last
 		cancel()
 		return nil, fmt.Errorf("following %s: %w", stream, err)
 	}
-	return inflight.stopper(cctx, cancel, cc.Stop), nil
+	return inflight.stopper(cctx, b.reading(Reading{Kind: "follow", Name: stream, Stream: stream, Subjects: subjects}, cancel), cc.Stop), nil
+}
+
+// ErrorReply is what Serve answers when its responder panics: an API
+// error (the shape of the job API's replies), saying nothing of the cause.
+var ErrorReply = []byte(`{"error":{"code":"internal","message":"the request could not be handled"}}`)
+
+// recovered runs fn, turning a panic into a drop of the request on
+// subject (logged, counted); ok is false if it panicked.
+func (b *Bus) recovered(subject string, fn func() []byte) (reply []byte, ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			b.drop(subject, "refused")
+			b.log.Error("request handler panicked; dropping the request", zap.String("subject", subject), zap.Any("panic", r))
+			reply, ok = nil, false
+		}
+	}()
+	return fn(), true
 }
 
 // Answer replies to requests on subject (no queue group: every subscriber
 // sees every request) until stop is called. fn returns the reply and
 // whether to send one; a subscriber that returns false stays silent, so
 // the requester hears from the one it addressed (the agent of a given
-// attempt, say).
+// attempt, say). An fn that panics stays silent too, and the request is
+// counted as dropped.
 func (b *Bus) Answer(subject string, fn func(data []byte) ([]byte, bool)) (stop func(), err error) {
 	sub, err := b.nc.Subscribe(subject, func(m *nats.Msg) {
-		reply, ok := fn(m.Data)
-		if ok && m.Reply != "" {
+		var ok bool
+		reply, done := b.recovered(subject, func() []byte {
+			var r []byte
+			r, ok = fn(m.Data)
+			return r
+		})
+		if done && ok && m.Reply != "" {
 			if err := m.Respond(reply); err != nil {
 				b.log.Warn("answering request", zap.String("subject", subject), zap.Error(err))
 			}
@@ -336,7 +439,7 @@ func (b *Bus) Answer(subject string, fn func(data []byte) ([]byte, bool)) (stop 
 	if err != nil {
 		return nil, fmt.Errorf("subscribing to %s: %w", subject, err)
 	}
-	return func() { _ = sub.Unsubscribe() }, nil
+	return b.reading(Reading{Kind: "answer", Name: subject, Subjects: []string{subject}}, func() { _ = sub.Unsubscribe() }), nil
 }
 
 // RequestEvent sends an event as a core NATS request (not stored) and

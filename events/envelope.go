@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/nats-io/nuid"
@@ -62,11 +63,21 @@ func Decode(b []byte) (Envelope, Payload, error) {
 	if err := dec.Decode(&env); err != nil {
 		return env, nil, &DecodeError{fmt.Errorf("envelope: %w", err)}
 	}
+	// One message is one envelope: bytes after it (a second envelope
+	// glued on, a torn write) make the message garbled, not ignorable.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return env, nil, &DecodeError{fmt.Errorf("envelope: data after the envelope's closing brace at offset %d", dec.InputOffset())}
+	}
 	if env.Version != Version {
 		return env, nil, &DecodeError{fmt.Errorf("envelope version %d, want %d", env.Version, Version)}
 	}
 	if env.ID == "" || env.Time.IsZero() {
 		return env, nil, &DecodeError{errors.New("envelope: id and time are required")}
+	}
+	if y := env.Time.UTC().Year(); y < 0 || y > 9999 {
+		// An offset can carry a time written as year 0 or 9999 out of
+		// the range RFC 3339 (and so Encode) can write.
+		return env, nil, &DecodeError{fmt.Errorf("envelope: time %s is out of range in UTC", env.Time.Format(time.RFC3339))}
 	}
 	mk, ok := registry[env.Type]
 	if !ok {

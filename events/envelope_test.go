@@ -54,6 +54,8 @@ func TestDecodeRefusesGarbledEvents(t *testing.T) {
 		{"wrong data type", `{"v":1,"id":"x","type":"agent.report","time":"2026-01-01T00:00:00Z","source":"t","data":{"job_id":7}}`, "agent.report data"},
 		{"invalid payload", `{"v":1,"id":"x","type":"agent.report","time":"2026-01-01T00:00:00Z","source":"t","data":{"job_id":"j-0123456789abcdefghjkmnpqrs","attempt":1,"kind":"progress","progress":7}}`, "outside 0..1"},
 		{"bad job id", `{"v":1,"id":"x","type":"job.event","time":"2026-01-01T00:00:00Z","source":"t","data":{"job_id":"../etc","kind":"queued","state":"queued"}}`, "not a job ID"},
+		{"trailing data", `{"v":1,"id":"x","type":"agent.report","time":"2026-01-01T00:00:00Z","source":"t","data":` + good + `}{"v":1}`, "data after the envelope"},
+		{"time out of range", `{"v":1,"id":"x","type":"agent.report","time":"9999-12-31T23:59:59-01:00","source":"t","data":` + good + `}`, "out of range"},
 		{"unknown state", `{"v":1,"id":"x","type":"job.event","time":"2026-01-01T00:00:00Z","source":"t","data":{"job_id":"j-0123456789abcdefghjkmnpqrs","kind":"queued","state":"napping"}}`, "napping"},
 	}
 	for _, c := range cases {

@@ -67,6 +67,33 @@ func AgentControlSubject(jobID string) string { return subjectAgent + ".control.
 // AlertsSubject carries alerts of one severity.
 func AlertsSubject(severity string) string { return subjectAlerts + "." + token(severity) }
 
+// EventTypeOn is the event type a subject carries: a consumer of the
+// subject expects it and nothing else (anything else there is poison).
+// Request subjects, which carry requests rather than events, have none
+// except the agent's control subject.
+func EventTypeOn(subject string) (string, bool) {
+	under := func(root string) bool { return strings.HasPrefix(subject, root+".") }
+	switch {
+	case subject == SubjectJobSubmitted:
+		return TypeJobSubmitted, true
+	case under(subjectJobEvents):
+		return TypeJobEvent, true
+	case under(subjectPrices):
+		return TypeOffers, true
+	case under(subjectInstances):
+		return TypeInstance, true
+	case under(subjectInterrupt):
+		return TypeInterruption, true
+	case under(subjectAgent + ".control"):
+		return TypeAgentControl, true
+	case under(subjectAgent):
+		return TypeAgentReport, true
+	case under(subjectAlerts):
+		return TypeAlert, true
+	}
+	return "", false
+}
+
 // token makes a value safe as a single subject token: NATS separates tokens
 // with '.', and '*', '>' and white space are special.
 func token(s string) string {

@@ -22,7 +22,7 @@ const spotT4 = "name: p\ncommand: [x]\nresources: {gpus_per_node: 1, accelerator
 // letting the system settle after every timer that falls due: simulated
 // time never runs ahead of what the system has done with it, however slow
 // the machine.
-func (r *rig) advanceUntil(t *testing.T, step, limit time.Duration, what string, cond func(*job.Record) bool, id string) *job.Record {
+func (r *rig) advanceUntil(t testing.TB, step, limit time.Duration, what string, cond func(*job.Record) bool, id string) *job.Record {
 	t.Helper()
 	for moved := time.Duration(0); ; moved += step {
 		r.settle(t)
@@ -37,7 +37,7 @@ func (r *rig) advanceUntil(t *testing.T, step, limit time.Duration, what string,
 	}
 }
 
-func (r *rig) history(t *testing.T, id string) []string {
+func (r *rig) history(t testing.TB, id string) []string {
 	t.Helper()
 	h, err := r.bus.JobHistory(r.ctx, id, 0)
 	if err != nil {
@@ -50,7 +50,7 @@ func (r *rig) history(t *testing.T, id string) []string {
 	return kinds
 }
 
-func (r *rig) runToRunning(t *testing.T, spec string) *job.Record {
+func (r *rig) runToRunning(t testing.TB, spec string) *job.Record {
 	t.Helper()
 	rec := r.submit(t, spec)
 	r.waitState(t, rec.ID, job.Placing)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/spotwise/spotwise/agent"
 	"github.com/spotwise/spotwise/checkpoint"
 	"github.com/spotwise/spotwise/clock"
@@ -35,6 +37,7 @@ type rig struct {
 	store checkpoint.Store
 	dir   string // the checkpoint store's directory
 	arb   scheduler.Arbitrage
+	log   *zap.Logger
 	// running counts what the rig started (the scheduler, the feed).
 	running sync.WaitGroup
 }
@@ -50,6 +53,9 @@ type rigOpt struct {
 	arbitrage scheduler.Arbitrage
 	// leaseTTL is the bus's lease TTL (default 1s).
 	leaseTTL time.Duration
+	// log replaces the test logger of the bus and the scheduler (a fuzz
+	// target's runs would pile warnings up in its log).
+	log *zap.Logger
 }
 
 func newRig(t testing.TB, o rigOpt) *rig {
@@ -60,9 +66,17 @@ func newRig(t testing.TB, o rigOpt) *rig {
 	if ttl == 0 {
 		ttl = time.Second
 	}
-	bus := eventstest.OpenBusConfig(t, events.Config{LeaseTTL: ttl}, clk)
+	log := o.log
+	if log == nil {
+		log = eventstest.Logger(t)
+	}
+	bus, err := events.Open(ctx, events.Config{LeaseTTL: ttl, Embedded: events.EmbeddedOptions{DataDir: t.TempDir()}}, "test", clk, log)
+	if err != nil {
+		t.Fatalf("opening the bus: %v", err)
+	}
+	t.Cleanup(bus.Close)
 	cat := catalog.Default()
-	r := &rig{bus: bus, clk: clk, ctx: ctx, dir: t.TempDir(), arb: o.arbitrage}
+	r := &rig{bus: bus, clk: clk, ctx: ctx, dir: t.TempDir(), arb: o.arbitrage, log: log}
 	var runner sim.Runner
 	if o.workload {
 		st, err := checkpoint.Open(ctx, "file://"+r.dir, checkpoint.WithClock(clk))
@@ -70,14 +84,15 @@ func newRig(t testing.TB, o rigOpt) *rig {
 			t.Fatal(err)
 		}
 		r.store = st
-		runner = &agent.SimWorkload{Clock: clk, Reporter: bus, Throughput: cat, Checkpoints: st, Control: bus, Log: eventstest.Logger(t),
+		runner = &agent.SimWorkload{Clock: clk, Reporter: bus, Throughput: cat, Checkpoints: st, Control: bus, Log: log,
 			GPUOf: func(p, it string) (string, bool) { x, ok := cat.InstanceType(p, it); return x.GPU, ok }}
 	}
+	var cloud *sim.Cloud
 	regions := o.regions
 	if regions == nil {
 		regions = []string{"us-east-1"}
 	}
-	cloud, err := sim.New(ctx, sim.Options{Catalog: cat, Clock: clk, Seed: 7, Store: bus.SimStore(), Providers: []string{"aws"}, Regions: regions,
+	cloud, err = sim.New(ctx, sim.Options{Catalog: cat, Clock: clk, Seed: 7, Store: bus.SimStore(), Providers: []string{"aws"}, Regions: regions,
 		Interruptions: &sim.Interruptions{}, Runner: runner})
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +135,7 @@ func (r *rig) start(t testing.TB) {
 	if r.store != nil {
 		root = r.store.URI()
 	}
-	r.s = scheduler.New(r.bus, scheduler.Options{Clock: r.clk, Log: eventstest.Logger(t), Clouds: map[string]providers.Provider{"aws": r.cloud},
+	r.s = scheduler.New(r.bus, scheduler.Options{Clock: r.clk, Log: r.log, Clouds: map[string]providers.Provider{"aws": r.cloud},
 		Throughput: cat, Geography: cat.GeographyOf, ReconcileInterval: 100 * time.Millisecond, PolicyInterval: 5 * time.Minute, Debounce: time.Millisecond,
 		Arbitrage: r.arb, CheckpointRoot: root})
 	r.running.Add(1)
@@ -230,7 +245,7 @@ func (r *rig) get(t testing.TB, id string) *job.Record {
 	return rec
 }
 
-func (r *rig) waitState(t *testing.T, id string, want job.State) *job.Record {
+func (r *rig) waitState(t testing.TB, id string, want job.State) *job.Record {
 	t.Helper()
 	var rec *job.Record
 	testutil.CheckFor(t, 15*time.Second, 10*time.Millisecond, func() error {
@@ -255,7 +270,7 @@ func (r *rig) instancesFor(t testing.TB, id string) []providers.Instance {
 // boot waits until the job's instances are launched (the job is recorded
 // as placing before the cloud is called), then advances the fake clock
 // past every launch latency.
-func (r *rig) boot(t *testing.T, id string) {
+func (r *rig) boot(t testing.TB, id string) {
 	t.Helper()
 	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
 		if len(r.instancesFor(t, id)) == 0 {

@@ -122,6 +122,7 @@ func (s *Server) start(ctx, rctx context.Context) error {
 		return err
 	}
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "spotwise", Name: "garbled_events_total", Help: "Events dropped because they could not be decoded."}, func() float64 { return float64(bus.Garbled()) }))
+	reg.MustRegister(newDroppedEvents(bus))
 	if len(cfg.Alerts.Webhooks) > 0 {
 		// Rate limits count real time, so the notifier keeps the real
 		// clock; it runs on every server, sharing one durable.

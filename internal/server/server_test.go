@@ -94,6 +94,18 @@ func TestJobRunsToSuccessOverHTTP(t *testing.T) {
 		t.Fatalf("submitted job = %+v", v)
 	}
 	done := waitState(t, c, v.ID, job.Succeeded, 60*time.Second)
+	// The attempt closes (and is billed) once its capacity is gone, a
+	// moment after the job succeeds.
+	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		var err error
+		if done, err = c.Get(ctx, v.ID); err != nil {
+			return err
+		}
+		if len(done.Attempts) == 0 {
+			return errors.New("the attempt is not closed yet")
+		}
+		return nil
+	})
 	p := done.Placement
 	if p == nil || p.Provider == "" || p.InstanceType == "" || p.PricePerHour <= 0 {
 		t.Fatalf("placement = %+v", p)

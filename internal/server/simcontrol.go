@@ -86,7 +86,10 @@ func runSimRequest(cloud *sim.Cloud, req SimRequest) ([]string, error) {
 		case req.Zone != "":
 			return cloud.PreemptZone(req.Zone)
 		}
-		return []string{req.Instance}, cloud.Preempt(req.Instance)
+		if err := cloud.Preempt(req.Instance); err != nil {
+			return nil, err
+		}
+		return []string{req.Instance}, nil
 	case "rebalance", "maintenance":
 		ids := []string{req.Instance}
 		if req.Job != "" {
