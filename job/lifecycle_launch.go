@@ -16,6 +16,9 @@ type Instance struct {
 	RunningAt time.Time
 	EndedAt   time.Time
 	Reason    string
+	// Price is what the provider charges for it per hour (zero: not
+	// said; the placement's price is billed).
+	Price money.Micros
 }
 
 // Place is a scheduling decision: put the job's attempt Attempt (one past
@@ -192,10 +195,13 @@ func (t *tx) record(a *Attempt, inst Instance) bool {
 		if from.IsZero() {
 			from = t.now
 		}
-		a.Spans = append(a.Spans, Span{Instance: inst.ID, From: from})
+		a.Spans = append(a.Spans, Span{Instance: inst.ID, From: from, Price: inst.Price})
 		if a.LaunchedAt.IsZero() || from.Before(a.LaunchedAt) {
 			a.LaunchedAt = from
 		}
+		changed = true
+	} else if i := slices.IndexFunc(a.Spans, func(sp Span) bool { return sp.Instance == inst.ID }); i >= 0 && a.Spans[i].Price == 0 && inst.Price != 0 {
+		a.Spans[i].Price = inst.Price // known since: bill what the provider charges
 		changed = true
 	}
 	if !inst.RunningAt.IsZero() && !slices.Contains(a.Running, inst.ID) {

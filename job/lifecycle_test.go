@@ -54,6 +54,34 @@ func TestLifecycleHappyPath(t *testing.T) {
 	l.want(Stale, Exited{Attempt: 1, Instance: id})
 }
 
+// The provider charges each instance its own price, from its launch to its
+// end, rounded once per instance: a spot price that moved between the
+// decision and the launch, and nodes ending at different moments, are
+// billed as the provider bills them, not at the placement's price for the
+// nodes' total time.
+func TestLifecycleBillsWhatTheProviderCharges(t *testing.T) {
+	l := newLife(t, nil)
+	a := l.place(2, "us-east-1a") // decided at $3.60/h per node
+	l.after(time.Minute)
+	charged := money.MustParse("3.500001") // the price had moved by the launch
+	ids := instances(1, 2)
+	l.want(Accepted, Launched{Attempt: 1, Key: a.LaunchKey, Instances: []Instance{
+		{ID: ids[0], LaunchedAt: l.now, RunningAt: l.now, Price: charged}, {ID: ids[1], LaunchedAt: l.now, RunningAt: l.now, Price: charged}}})
+	l.state(Running)
+	l.after(30 * time.Minute)
+	l.want(Accepted, Exited{Attempt: 1, Instance: ids[0]})
+	l.want(Accepted, InstanceGone{Key: a.LaunchKey, Instance: Instance{ID: ids[0], EndedAt: l.now}})
+	l.after(time.Hour)
+	l.want(Accepted, InstanceGone{Key: a.LaunchKey, Instance: Instance{ID: ids[1], EndedAt: l.now}})
+	// 3.500001/h for 30 min is 1.7500005, billed 1.750001; for 90 min
+	// 5.2500015, billed 5.250002. The nodes' two hours at one rounding
+	// would be 7.000002; at the placement's price 7.20.
+	want := money.MustParse("7.000003")
+	if got := l.r.Status.Attempts[0].Cost; got != want || l.r.Status.EndedCost != want {
+		t.Fatalf("billed %s (job %s), want %s, what the provider charged", got, l.r.Status.EndedCost, want)
+	}
+}
+
 // A notice: the agent is asked to checkpoint, a replacement is placed at
 // once and held, the checkpoint releases the old capacity (not paid for
 // until the deadline) and starts the replacement, which resumes from it.
