@@ -245,6 +245,61 @@ func TestLifecycleLostNodeReleasesTheOthers(t *testing.T) {
 	}
 }
 
+// Reconciliation lists every instance first and then goes job by job: a
+// launch recorded in between is not in the listing. Its instances are not
+// taken for gone (found by the chaos run: the attempt was closed as lost,
+// nothing was terminated, and its instances ran on, billed to nobody). A
+// listing taken once they have had ListingGrace to show up, and still
+// without them, does end them.
+func TestLifecycleAListingOlderThanTheLaunchEndsNothing(t *testing.T) {
+	l := newLife(t, nil)
+	a := l.place(2, "us-east-1a")
+	listedAt := l.now.Add(time.Second)
+	l.after(2 * time.Second)
+	l.launch(a, true)
+	l.state(Running)
+	l.after(time.Second)
+	for _, at := range []time.Time{listedAt, l.now, l.now.Add(-ListingGrace / 2)} {
+		l.want(Duplicate, Observed{Key: a.LaunchKey, At: at})
+		if l.r.Status.State != Running || len(liveInstances(l.r.Status.Current)) != 2 {
+			t.Fatalf("a listing from %s, before the instances could be in it, ended them: %s", at, describe(l.r))
+		}
+	}
+	l.after(ListingGrace)
+	res := l.want(Accepted, Observed{Key: a.LaunchKey, At: l.now})
+	l.state(Queued)
+	if got := l.r.Status.Attempts[0]; got.Outcome != OutcomeLost || len(effectsOf[Terminate](res)) != 0 {
+		t.Fatalf("instances missing from a listing a minute after their launch: attempt %s, effects %+v", got.Outcome, res.Effects)
+	}
+}
+
+// An instance its provider lists live under an attempt that has ended is
+// terminated, even when the record took it for gone: it still costs, and
+// its real end is billed.
+func TestLifecycleAnInstanceListedLiveUnderAnEndedAttemptIsTerminated(t *testing.T) {
+	l := newLife(t, nil)
+	a := l.running(1)
+	id := instances(1, 1)[0]
+	launched := l.now
+	l.after(ListingGrace + time.Minute)
+	l.want(Accepted, Observed{Key: a.LaunchKey, At: l.now}) // it is missing: lost
+	l.state(Queued)
+	if ended := l.r.Status.Attempts[0]; ended.Outcome != OutcomeLost || ended.Spans[0].To.IsZero() {
+		t.Fatalf("attempt %+v", ended)
+	}
+	l.after(time.Minute)
+	res := l.want(Accepted, Observed{Key: a.LaunchKey, At: l.now, Instances: []Instance{{ID: id, LaunchedAt: launched, RunningAt: launched}}})
+	if term := effectsOf[Terminate](res); len(term) != 1 || !slices.Equal(term[0].Instances, []string{id}) {
+		t.Fatalf("an instance listed live under an ended attempt: effects %+v", res.Effects)
+	}
+	l.after(20 * time.Second)
+	l.want(Accepted, InstanceGone{Key: a.LaunchKey, Instance: Instance{ID: id, EndedAt: l.now}})
+	want := money.MustParse("3.60").ForDuration(l.now.Sub(launched))
+	if got := l.r.Status.Attempts[0].Cost; got != want || l.r.Status.EndedCost != want {
+		t.Fatalf("billed %s (job %s), want %s: to its real end", got, l.r.Status.EndedCost, want)
+	}
+}
+
 // A job cancelled while its launch is under way: the attempt closes, and
 // when the launch comes back its instances are billed to it and
 // terminated.

@@ -83,20 +83,21 @@ func (s *Scheduler) observe(ctx context.Context, provider, key string) (job.Obse
 	if !ok {
 		return job.Observed{}, false
 	}
+	listedAt := s.o.Clock.Now()
 	if kl, ok := cloud.(providers.KeyLister); ok {
 		insts, err := kl.InstancesByKey(ctx, key)
 		if err != nil {
 			s.log.Warn("listing a launch's instances", zap.String("provider", provider), zap.String("key", key), zap.Error(err))
 			return job.Observed{}, false
 		}
-		return observed(key, insts), true
+		return observed(key, insts, listedAt), true
 	}
 	insts, err := cloud.Instances(ctx)
 	if err != nil {
 		s.log.Warn("listing instances", zap.String("provider", provider), zap.Error(err))
 		return job.Observed{}, false
 	}
-	obs := job.Observed{Key: key}
+	obs := job.Observed{Key: key, At: listedAt}
 	for _, in := range insts {
 		if in.IdempotencyKey == key {
 			obs.Instances = append(obs.Instances, instanceOf(in))
