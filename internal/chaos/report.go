@@ -56,6 +56,10 @@ type Report struct {
 	Lost     []Problem
 	Stuck    []Problem
 	Attempts int // placements, over every job
+	// Outcomes counts how the attempts the records keep ended (the last
+	// 20 of each job); Preemptions the notices jobs got.
+	Outcomes    map[job.Outcome]int
+	Preemptions int
 
 	// MaxLiveAttempts is the most distinct attempts of one job that held
 	// live instances at one moment, by the cloud's records.
@@ -89,7 +93,7 @@ type Report struct {
 
 // Compute works the figures out of what a run found.
 func Compute(f Final) Report {
-	r := Report{States: map[job.State]int{}}
+	r := Report{States: map[job.State]int{}, Outcomes: map[job.Outcome]int{}}
 	ids := map[string]bool{}
 	for _, key := range slices.Sorted(maps.Keys(f.Acked)) {
 		id := f.Acked[key]
@@ -105,6 +109,10 @@ func Compute(f Final) Report {
 		r.Jobs++
 		r.States[rec.Status.State]++
 		r.Attempts += rec.Status.Attempt
+		r.Preemptions += rec.Status.Preemptions
+		for _, a := range rec.Status.Attempts {
+			r.Outcomes[a.Outcome]++
+		}
 		if !rec.Status.State.Terminal() {
 			why := cmp.Or(f.Why[id], fmt.Sprintf("%s: %s", rec.Status.State, rec.Status.Message))
 			r.Stuck = append(r.Stuck, Problem{id, why})
@@ -288,7 +296,12 @@ func (r Report) Print(w io.Writer) {
 	for _, s := range slices.Sorted(maps.Keys(r.States)) {
 		states = append(states, fmt.Sprintf("%s %d", s, r.States[s]))
 	}
-	fmt.Fprintf(w, "jobs                  %d (%s), %d attempts\n", r.Jobs, strings.Join(states, ", "), r.Attempts)
+	var outcomes []string
+	for _, o := range slices.Sorted(maps.Keys(r.Outcomes)) {
+		outcomes = append(outcomes, fmt.Sprintf("%s %d", o, r.Outcomes[o]))
+	}
+	fmt.Fprintf(w, "jobs                  %d (%s)\n", r.Jobs, strings.Join(states, ", "))
+	fmt.Fprintf(w, "attempts              %d (%s), %d notices\n", r.Attempts, strings.Join(outcomes, ", "), r.Preemptions)
 	fmt.Fprintf(w, "jobs lost             %d\n", len(r.Lost))
 	printProblems(w, r.Lost, 20)
 	fmt.Fprintf(w, "jobs stuck            %d\n", len(r.Stuck))
