@@ -68,16 +68,17 @@ func (f Faults) env() string {
 	return fmt.Sprintf("capacity=%g,permanent=%g,unknown=%g,unknown_launched=%g", f.Capacity, f.Permanent, f.Unknown, f.UnknownLaunched)
 }
 
-// DefaultOptions is the full run: 300 jobs, 4 kills, 4 storms, every
-// kind of launch fault, at 600x, within about four minutes.
+// DefaultOptions is the full run: 300 jobs, 5 kills, 6 storms, every
+// kind of launch fault, spot interruptions as often as `make run` has
+// them, at 600x, within about three minutes.
 func DefaultOptions() Options {
 	return Options{
 		Seed: 1, Jobs: 300, SubmitOver: 60 * time.Second, MultiNodeShare: 0.3, DeadlineShare: 0.35,
 		MinWork: 30 * time.Minute, MaxWork: 150 * time.Minute,
-		Kills: 4, MaxDown: 1500 * time.Millisecond, MinKillGap: 10 * time.Second, Storms: 4,
+		Kills: 5, MaxDown: 1500 * time.Millisecond, MinKillGap: 10 * time.Second, Storms: 6,
 		ChaosFrom: 5 * time.Second, ChaosOver: 90 * time.Second,
-		Faults:            Faults{Capacity: 0.05, Permanent: 0.02, Unknown: 0.05, UnknownLaunched: 0.5},
-		InterruptionScale: 100, Speed: 600, ReconcileEvery: time.Second,
+		Faults:            Faults{Capacity: 0.08, Permanent: 0.03, Unknown: 0.08, UnknownLaunched: 0.5},
+		InterruptionScale: 2000, Speed: 600, ReconcileEvery: time.Second,
 		Budget: 200 * time.Second, Settle: 30 * time.Second,
 	}
 }

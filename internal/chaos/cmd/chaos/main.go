@@ -38,6 +38,7 @@ func main() {
 	flag.IntVar(&o.Storms, "storms", o.Storms, "zone storms")
 	flag.Float64Var(&o.Speed, "speed", o.Speed, "simulated clock speed")
 	flag.DurationVar(&o.Budget, "budget", o.Budget, "wall time for every job to end")
+	flag.Float64Var(&o.InterruptionScale, "interruptions", o.InterruptionScale, "multiplies the seeded spot interruption rates")
 	flag.Float64Var(&o.Faults.Capacity, "fault-capacity", o.Faults.Capacity, "share of launches refused for capacity")
 	flag.Float64Var(&o.Faults.Permanent, "fault-permanent", o.Faults.Permanent, "share of launches refused for good")
 	flag.Float64Var(&o.Faults.Unknown, "fault-unknown", o.Faults.Unknown, "share of launch calls with an unknown outcome")
