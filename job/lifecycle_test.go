@@ -273,6 +273,28 @@ func TestLifecycleAListingOlderThanTheLaunchEndsNothing(t *testing.T) {
 	}
 }
 
+// A notice can overtake the record of its launch (a storm just after it):
+// the provider's listing confirms the instance, and it is billed from its
+// launch at its price, as listed, not from the notice at the placement's
+// price (found by the chaos run).
+func TestLifecycleNoticeBeforeItsLaunchIsRecordedBillsFromTheLaunch(t *testing.T) {
+	l := newLife(t, nil)
+	a := l.place(1, "us-east-1a")
+	launched, price, id := l.now.Add(time.Second), money.MustParse("3.500001"), instances(1, 1)[0]
+	l.after(time.Minute)
+	notice := Interruption{Key: a.LaunchKey, Instance: id, Kind: NoticeSpot, Deadline: l.now.Add(2 * time.Minute)}
+	l.want(Refused, notice)
+	notice.Verified, notice.Listed = true, Instance{ID: id, LaunchedAt: launched, Price: price}
+	l.want(Accepted, notice)
+	l.want(Duplicate, Launched{Attempt: 1, Key: a.LaunchKey, Instances: []Instance{{ID: id, LaunchedAt: launched, Price: price}}})
+	l.after(30 * time.Second)
+	l.want(Accepted, InstanceGone{Key: a.LaunchKey, Instance: Instance{ID: id, EndedAt: l.now}})
+	ended := l.r.Status.Attempts[0]
+	if want := price.ForDuration(l.now.Sub(launched)); ended.Cost != want || len(ended.Spans) != 1 || !ended.Spans[0].From.Equal(launched) {
+		t.Fatalf("billed %s from %s, want %s from the launch at %s: %s", ended.Cost, ended.Spans[0].From, want, launched, describe(l.r))
+	}
+}
+
 // An instance its provider lists live under an attempt that has ended is
 // terminated, even when the record took it for gone: it still costs, and
 // its real end is billed.

@@ -121,6 +121,11 @@ func (s *Scheduler) onInterruption(ctx context.Context, _ events.Message, n *eve
 		// knowing yet; the provider's listing says.
 		if obs, ok := s.observe(ctx, in.Provider, in.IdempotencyKey); ok && hasInstance(obs, in.ID) {
 			input.Verified = true
+			for _, x := range obs.Instances {
+				if x.ID == in.ID {
+					input.Listed = x
+				}
+			}
 			rec, res, err = s.apply(ctx, in.JobID, input)
 		} else {
 			s.metrics.forged.Add(1)
