@@ -87,7 +87,8 @@ type Report struct {
 	MaxInstancesJob string
 	// Extra are instances the cloud started that no attempt of their job
 	// asked for: more than the job's nodes under one launch key, or under
-	// a key of an attempt the job never placed, or of no known job.
+	// a key of an attempt the job never placed or whose launch it took
+	// for refused, or of no known job.
 	Extra []Problem
 }
 
@@ -213,8 +214,21 @@ func (r *Report) instances(f Final) {
 			r.Extra = append(r.Extra, Problem{rec.ID, fmt.Sprintf("%d instances of key %s, which is no attempt the job placed (it placed %d)", perKey[key], key, rec.Status.Attempt)})
 		case perKey[key] > max(1, rec.Spec.Resources.Nodes):
 			r.Extra = append(r.Extra, Problem{rec.ID, fmt.Sprintf("%d instances of key %s for a job of %d nodes", perKey[key], key, max(1, rec.Spec.Resources.Nodes))})
+		case refusedKey(rec, key):
+			r.Extra = append(r.Extra, Problem{rec.ID, fmt.Sprintf("%d instances of key %s, whose launch the record says was refused", perKey[key], key)})
 		}
 	}
+}
+
+// refusedKey reports whether the record says the launch of key was
+// refused (nothing bought).
+func refusedKey(rec *job.Record, key string) bool {
+	for _, a := range rec.Status.Attempts {
+		if a.LaunchKey == key {
+			return a.Outcome == job.OutcomeLaunchFailed
+		}
+	}
+	return false
 }
 
 // InstanceBill is what the simulated cloud charges for one instance: its

@@ -158,6 +158,9 @@ func TestCompute(t *testing.T) {
 			f.Instances = append(f.Instances, extra)
 			f.Records["j-a"] = recordOf("j-a", 1, a1, a2, extra)
 		}, missed: "1 launch keys with extra instances"},
+		{name: "instances of a launch the record says was refused", edit: func(f *Final) {
+			f.Records["j-a"].Status.Attempts[1].Outcome = job.OutcomeLaunchFailed
+		}, missed: "1 launch keys with extra instances"},
 		{name: "instances of an attempt the job never placed", edit: func(f *Final) {
 			f.Records["j-a"].Status.Attempt = 1
 		}, missed: "1 launch keys with extra instances"},
