@@ -76,7 +76,7 @@ func DefaultOptions() Options {
 		Seed: 1, Jobs: 300, SubmitOver: 60 * time.Second, MultiNodeShare: 0.3, DeadlineShare: 0.35,
 		MinWork: 30 * time.Minute, MaxWork: 150 * time.Minute,
 		Kills: 5, MaxDown: 1500 * time.Millisecond, MinKillGap: 10 * time.Second, Storms: 6,
-		ChaosFrom: 5 * time.Second, ChaosOver: 90 * time.Second,
+		ChaosFrom: 5 * time.Second, ChaosOver: 65 * time.Second, // while jobs run
 		Faults:            Faults{Capacity: 0.08, Permanent: 0.03, Unknown: 0.08, UnknownLaunched: 0.5},
 		InterruptionScale: 2000, Speed: 600, ReconcileEvery: time.Second,
 		Budget: 200 * time.Second, Settle: 30 * time.Second,

@@ -11,8 +11,12 @@ import (
 // Plan is everything a run injects, drawn from its seed before the run
 // starts: the same seed gives the same jobs, submitted at the same moments,
 // the same kills and storms at the same moments, and (through sim.seed)
-// the same simulated cloud and launch faults. What the system does in
-// between depends on timing; what it is put through does not.
+// the same simulated cloud. What the system does in between depends on
+// timing, and so do the few choices made from what it does: the zone a
+// storm hits (the one with the most live spot instances then) and which
+// launches get a fault (each launch key's n-th call draws its fault from
+// the seed, so the same calls get the same faults, but which calls are
+// made depends on what happened before).
 type Plan struct {
 	Seed   int64
 	Jobs   []JobPlan
