@@ -8,11 +8,13 @@
 // holding capacity at once, and spend the simulated cloud billed that no
 // job record and no recorded overhead accounts for.
 //
-// It owns the run (run.go: the server processes, submissions, kills and
-// storms), the seeded plan of what it injects (plan.go), the view of every
-// job record it saw over NATS (ledger.go) and the figures (report.go, pure,
-// over the cloud's own instance records, the job records and the recorded
-// overheads).
+// It owns the run (run.go: submissions, kills and storms on schedule;
+// proc.go: the server processes; inspect.go: what it asks the server and
+// reads from its buckets), its options (options.go), the seeded plan of
+// what it injects (plan.go), the view of every job record it saw over NATS
+// (ledger.go) and the figures (report.go, pure, over the cloud's own
+// instance records, the job records and the recorded overheads). The
+// command is cmd/chaos (`make chaos`).
 //
 // It must not reach into the server: it starts the real server binary (or
 // a test binary standing in for it), talks to it over its HTTP API and
