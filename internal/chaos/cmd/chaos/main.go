@@ -31,7 +31,7 @@ func main() {
 		}
 	}
 	bin := flag.String("spotwise", "bin/spotwise", "the spotwise binary to run as the server")
-	dir := flag.String("dir", "", "where the data directory and server logs go (default: a new temporary directory, kept)")
+	dir := flag.String("dir", "", "where the data directory and server logs go (default: a new temporary directory, removed when the run passes)")
 	flag.Int64Var(&o.Seed, "seed", seed, "seed of the plan and the simulated cloud (default: $CHAOS_SEED, else random)")
 	flag.IntVar(&o.Jobs, "jobs", o.Jobs, "jobs to submit")
 	flag.IntVar(&o.Kills, "kills", o.Kills, "kill -9s of the server")
@@ -97,6 +97,9 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println("\nPASS: 0 lost, 0 stuck, at most 2 live attempts per job, 0 spend billed to no job, no extra instances")
+	if *dir == "" {
+		_ = os.RemoveAll(o.Dir) // a few hundred MB of store nobody needs
+	}
 }
 
 func orNone(s string) string {
