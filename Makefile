@@ -6,7 +6,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 # Where the measured spot traces live (read at run time, never copied).
 TRACES   ?= ../shared/traces
 
-.PHONY: build run test test-short bench lint fmt vet clean fuzz
+.PHONY: build run test test-short bench lint fmt vet clean fuzz chaos
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/spotwise
@@ -62,3 +62,14 @@ clean:
 .PHONY: bench-policy
 bench-policy:
 	$(GO) run ./bidding/simulate/internal/benchpolicy -traces $(TRACES) $(POLICY_ARGS)
+
+# Chaos: a few hundred jobs through kill -9s of the server, zone storms and
+# refused or lost launches on the simulated cloud; prints jobs lost, jobs
+# stuck, the most live attempts of one job, spend billed to no job, and
+# fails when a target is missed. CHAOS_SEED=n repeats a run's plan (random
+# when unset; the seed is printed); CHAOS_ARGS passes flags (-jobs, -kills,
+# -storms, -speed, -budget, -fault-*).
+CHAOS_SEED ?=
+chaos: build
+	$(GO) build -o bin/chaos ./internal/chaos/cmd/chaos
+	CHAOS_SEED=$(CHAOS_SEED) bin/chaos -spotwise $(BIN) $(CHAOS_ARGS)

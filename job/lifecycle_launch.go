@@ -16,6 +16,9 @@ type Instance struct {
 	RunningAt time.Time
 	EndedAt   time.Time
 	Reason    string
+	// Price is what the provider charges for it per hour (zero: not
+	// said; the placement's price is billed).
+	Price money.Micros
 }
 
 // Place is a scheduling decision: put the job's attempt Attempt (one past
@@ -82,12 +85,23 @@ type InstanceGone struct {
 }
 
 // Observed is what a provider lists for one launch key (reconciliation):
-// every instance it has for the key, live or ended. Instances the record
-// knows and the listing does not have are gone.
+// every instance it has for the key, live or ended, as of At. Instances
+// the record knows and the listing does not have are gone, unless they
+// were launched less than ListingGrace before At.
 type Observed struct {
 	Key       string
 	Instances []Instance
+	// At is when the listing was taken; zero: when it is applied. A
+	// listing is applied some time after it was taken (reconciliation
+	// lists every instance first, then goes job by job), and a launch
+	// recorded in between is not in it.
+	At time.Time
 }
+
+// ListingGrace is how long after its launch an instance missing from a
+// provider's listing is still not taken for gone: the listing may have
+// been taken before the launch (or lag behind it, as cloud APIs do).
+const ListingGrace = time.Minute
 
 func (Place) Name() string           { return "place" }
 func (Launched) Name() string        { return "launched" }
@@ -182,6 +196,13 @@ func (t *tx) lateInstances(a *Attempt, insts []Instance) {
 	changed := false
 	for _, inst := range insts {
 		changed = t.record(a, inst) || changed
+		if sp := spanOf(a, inst.ID); sp != nil && inst.EndedAt.IsZero() && !sp.To.IsZero() {
+			// The provider lists it live, so its end was wrongly inferred
+			// (a listing that missed it): it still runs and costs. It is
+			// terminated, and billed to its real end once that is known.
+			sp.To = time.Time{}
+			changed = true
+		}
 	}
 	if changed {
 		t.r.rebill(a)
@@ -202,10 +223,13 @@ func (t *tx) record(a *Attempt, inst Instance) bool {
 		if from.IsZero() {
 			from = t.now
 		}
-		a.Spans = append(a.Spans, Span{Instance: inst.ID, From: from})
+		a.Spans = append(a.Spans, Span{Instance: inst.ID, From: from, Price: inst.Price})
 		if a.LaunchedAt.IsZero() || from.Before(a.LaunchedAt) {
 			a.LaunchedAt = from
 		}
+		changed = true
+	} else if sp := spanOf(a, inst.ID); sp != nil && sp.Price == 0 && inst.Price != 0 {
+		sp.Price = inst.Price // known since: bill what the provider charges
 		changed = true
 	}
 	if !inst.RunningAt.IsZero() && !slices.Contains(a.Running, inst.ID) {
@@ -235,6 +259,17 @@ func (t *tx) gone(a *Attempt, id string, at time.Time) bool {
 		return true
 	}
 	return false
+}
+
+// spanOf returns the span of one of an attempt's instances, nil if it
+// has none.
+func spanOf(a *Attempt, id string) *Span {
+	for i := range a.Spans {
+		if a.Spans[i].Instance == id {
+			return &a.Spans[i]
+		}
+	}
+	return nil
 }
 
 // liveInstances lists an attempt's instances whose end is not known.
@@ -424,10 +459,15 @@ func (t *tx) observed(in Observed) {
 			alive = true
 		}
 	}
+	listedAt := in.At
+	if listedAt.IsZero() {
+		listedAt = t.now
+	}
 	// Known instances the provider no longer lists at all ended, at the
-	// latest when they were last seen.
+	// latest when they were last seen; those launched just before the
+	// listing was taken, or after, may simply not be in it yet.
 	for _, id := range liveInstances(a) {
-		if !listed[id] {
+		if sp := spanOf(a, id); !listed[id] && sp != nil && !listedAt.Before(sp.From.Add(ListingGrace)) {
 			at := a.SeenAt
 			if at.IsZero() {
 				at = t.now
@@ -435,8 +475,8 @@ func (t *tx) observed(in Observed) {
 			changed = t.gone(a, id, at) || changed
 		}
 	}
-	if alive && t.now.After(a.SeenAt) {
-		a.SeenAt = t.now
+	if alive && listedAt.After(a.SeenAt) {
+		a.SeenAt = listedAt
 		changed = true
 	}
 	if changed {

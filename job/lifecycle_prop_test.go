@@ -50,6 +50,7 @@ type minst struct {
 	id       string
 	from, to time.Time
 	running  bool
+	price    money.Micros // what the cloud charges per hour: not the placement's
 }
 
 func newWorld(t *testing.T, seed uint64) *world {
@@ -204,7 +205,7 @@ func (w *world) effect(e Effect) {
 			insts := w.buy(a)
 			var out []Instance
 			for _, in := range insts {
-				out = append(out, Instance{ID: in.id, LaunchedAt: in.from, EndedAt: in.to})
+				out = append(out, Instance{ID: in.id, LaunchedAt: in.from, EndedAt: in.to, Price: in.price})
 			}
 			w.pending = append(w.pending, Launched{Attempt: a.N, Key: a.LaunchKey, Instances: out})
 		}
@@ -245,8 +246,11 @@ func (w *world) buy(a Attempt) []*minst {
 		return got
 	}
 	var insts []*minst
+	// The spot price moved since the decision, by an odd amount, so that
+	// every instance's bill rounds.
+	price := a.Placement.PricePerHour + money.Micros(1+w.rng.IntN(99_999))
 	for node := range max(1, a.Placement.Nodes) {
-		insts = append(insts, &minst{id: fmt.Sprintf("i-%s-%d", a.LaunchKey, node), from: w.l.now})
+		insts = append(insts, &minst{id: fmt.Sprintf("i-%s-%d", a.LaunchKey, node), from: w.l.now, price: price})
 	}
 	w.cloud[a.LaunchKey] = insts
 	w.keys = append(w.keys, a.LaunchKey)
@@ -292,7 +296,7 @@ func (w *world) pick(live map[string][]*minst) (string, *minst) {
 func (w *world) observe(key string) Observed {
 	var insts []Instance
 	for _, in := range w.cloud[key] {
-		x := Instance{ID: in.id, LaunchedAt: in.from, EndedAt: in.to}
+		x := Instance{ID: in.id, LaunchedAt: in.from, EndedAt: in.to, Price: in.price}
 		if in.running {
 			x.RunningAt = in.from
 		}
@@ -332,17 +336,19 @@ func (w *world) drain() {
 }
 
 // checkBilling checks that every instance-second was billed once, to the
-// attempt that launched it.
+// attempt that launched it, at the price the cloud charged for it, rounded
+// once per instance as the cloud bills it.
 func (w *world) checkBilling() {
 	s := &w.l.r.Status
-	price := lifePlacement.PricePerHour
 	var total money.Micros
 	for _, a := range s.Attempts {
 		var run time.Duration
+		var want money.Micros
 		for _, in := range w.cloud[a.LaunchKey] {
 			run += in.to.Sub(in.from)
+			want += in.price.ForDuration(in.to.Sub(in.from))
 		}
-		if want := price.ForDuration(run); a.Cost != want {
+		if a.Cost != want {
 			w.t.Fatalf("attempt %d (%s) billed %s, its instances ran %s = %s\n%s", a.N, a.Outcome, a.Cost, run, want, describe(w.l.r))
 		}
 		total += a.Cost

@@ -30,8 +30,10 @@ type Interruption struct {
 	Kind     string
 	Deadline time.Time
 	// Verified: the provider's listing confirms the instance is the
-	// attempt's (for one the record does not list yet).
+	// attempt's (for one the record does not list yet); Listed is what
+	// that listing says of it (its launch, its price), recorded with it.
 	Verified bool
+	Listed   Instance
 }
 
 // StartMove moves a running job of spotwise's accord (to cheaper
@@ -119,7 +121,11 @@ func (t *tx) interruption(in Interruption) {
 		return
 	}
 	if !owns(a, in.Instance) {
-		t.record(a, Instance{ID: in.Instance})
+		// A notice that overtook the record of its launch: the instance is
+		// billed from its launch, as listed, not from the notice.
+		listed := in.Listed
+		listed.ID, listed.EndedAt = in.Instance, time.Time{}
+		t.record(a, listed)
 	}
 	if in.Kind == NoticeSpot {
 		s.Preemptions++

@@ -54,6 +54,34 @@ func TestLifecycleHappyPath(t *testing.T) {
 	l.want(Stale, Exited{Attempt: 1, Instance: id})
 }
 
+// The provider charges each instance its own price, from its launch to its
+// end, rounded once per instance: a spot price that moved between the
+// decision and the launch, and nodes ending at different moments, are
+// billed as the provider bills them, not at the placement's price for the
+// nodes' total time.
+func TestLifecycleBillsWhatTheProviderCharges(t *testing.T) {
+	l := newLife(t, nil)
+	a := l.place(2, "us-east-1a") // decided at $3.60/h per node
+	l.after(time.Minute)
+	charged := money.MustParse("3.500001") // the price had moved by the launch
+	ids := instances(1, 2)
+	l.want(Accepted, Launched{Attempt: 1, Key: a.LaunchKey, Instances: []Instance{
+		{ID: ids[0], LaunchedAt: l.now, RunningAt: l.now, Price: charged}, {ID: ids[1], LaunchedAt: l.now, RunningAt: l.now, Price: charged}}})
+	l.state(Running)
+	l.after(30 * time.Minute)
+	l.want(Accepted, Exited{Attempt: 1, Instance: ids[0]})
+	l.want(Accepted, InstanceGone{Key: a.LaunchKey, Instance: Instance{ID: ids[0], EndedAt: l.now}})
+	l.after(time.Hour)
+	l.want(Accepted, InstanceGone{Key: a.LaunchKey, Instance: Instance{ID: ids[1], EndedAt: l.now}})
+	// 3.500001/h for 30 min is 1.7500005, billed 1.750001; for 90 min
+	// 5.2500015, billed 5.250002. The nodes' two hours at one rounding
+	// would be 7.000002; at the placement's price 7.20.
+	want := money.MustParse("7.000003")
+	if got := l.r.Status.Attempts[0].Cost; got != want || l.r.Status.EndedCost != want {
+		t.Fatalf("billed %s (job %s), want %s, what the provider charged", got, l.r.Status.EndedCost, want)
+	}
+}
+
 // A notice: the agent is asked to checkpoint, a replacement is placed at
 // once and held, the checkpoint releases the old capacity (not paid for
 // until the deadline) and starts the replacement, which resumes from it.
@@ -214,6 +242,83 @@ func TestLifecycleLostNodeReleasesTheOthers(t *testing.T) {
 	}
 	if l.r.Status.Current.N != b.N {
 		t.Fatal("the replacement was dropped")
+	}
+}
+
+// Reconciliation lists every instance first and then goes job by job: a
+// launch recorded in between is not in the listing. Its instances are not
+// taken for gone (found by the chaos run: the attempt was closed as lost,
+// nothing was terminated, and its instances ran on, billed to nobody). A
+// listing taken once they have had ListingGrace to show up, and still
+// without them, does end them.
+func TestLifecycleAListingOlderThanTheLaunchEndsNothing(t *testing.T) {
+	l := newLife(t, nil)
+	a := l.place(2, "us-east-1a")
+	listedAt := l.now.Add(time.Second)
+	l.after(2 * time.Second)
+	l.launch(a, true)
+	l.state(Running)
+	l.after(time.Second)
+	for _, at := range []time.Time{listedAt, l.now, l.now.Add(-ListingGrace / 2)} {
+		l.want(Duplicate, Observed{Key: a.LaunchKey, At: at})
+		if l.r.Status.State != Running || len(liveInstances(l.r.Status.Current)) != 2 {
+			t.Fatalf("a listing from %s, before the instances could be in it, ended them: %s", at, describe(l.r))
+		}
+	}
+	l.after(ListingGrace)
+	res := l.want(Accepted, Observed{Key: a.LaunchKey, At: l.now})
+	l.state(Queued)
+	if got := l.r.Status.Attempts[0]; got.Outcome != OutcomeLost || len(effectsOf[Terminate](res)) != 0 {
+		t.Fatalf("instances missing from a listing a minute after their launch: attempt %s, effects %+v", got.Outcome, res.Effects)
+	}
+}
+
+// A notice can overtake the record of its launch (a storm just after it):
+// the provider's listing confirms the instance, and it is billed from its
+// launch at its price, as listed, not from the notice at the placement's
+// price (found by the chaos run).
+func TestLifecycleNoticeBeforeItsLaunchIsRecordedBillsFromTheLaunch(t *testing.T) {
+	l := newLife(t, nil)
+	a := l.place(1, "us-east-1a")
+	launched, price, id := l.now.Add(time.Second), money.MustParse("3.500001"), instances(1, 1)[0]
+	l.after(time.Minute)
+	notice := Interruption{Key: a.LaunchKey, Instance: id, Kind: NoticeSpot, Deadline: l.now.Add(2 * time.Minute)}
+	l.want(Refused, notice)
+	notice.Verified, notice.Listed = true, Instance{ID: id, LaunchedAt: launched, Price: price}
+	l.want(Accepted, notice)
+	l.want(Duplicate, Launched{Attempt: 1, Key: a.LaunchKey, Instances: []Instance{{ID: id, LaunchedAt: launched, Price: price}}})
+	l.after(30 * time.Second)
+	l.want(Accepted, InstanceGone{Key: a.LaunchKey, Instance: Instance{ID: id, EndedAt: l.now}})
+	ended := l.r.Status.Attempts[0]
+	if want := price.ForDuration(l.now.Sub(launched)); ended.Cost != want || len(ended.Spans) != 1 || !ended.Spans[0].From.Equal(launched) {
+		t.Fatalf("billed %s from %s, want %s from the launch at %s: %s", ended.Cost, ended.Spans[0].From, want, launched, describe(l.r))
+	}
+}
+
+// An instance its provider lists live under an attempt that has ended is
+// terminated, even when the record took it for gone: it still costs, and
+// its real end is billed.
+func TestLifecycleAnInstanceListedLiveUnderAnEndedAttemptIsTerminated(t *testing.T) {
+	l := newLife(t, nil)
+	a := l.running(1)
+	id := instances(1, 1)[0]
+	launched := l.now
+	l.after(ListingGrace + time.Minute)
+	l.want(Accepted, Observed{Key: a.LaunchKey, At: l.now}) // it is missing: lost
+	l.state(Queued)
+	if ended := l.r.Status.Attempts[0]; ended.Outcome != OutcomeLost || ended.Spans[0].To.IsZero() {
+		t.Fatalf("attempt %+v", ended)
+	}
+	l.after(time.Minute)
+	res := l.want(Accepted, Observed{Key: a.LaunchKey, At: l.now, Instances: []Instance{{ID: id, LaunchedAt: launched, RunningAt: launched}}})
+	if term := effectsOf[Terminate](res); len(term) != 1 || !slices.Equal(term[0].Instances, []string{id}) {
+		t.Fatalf("an instance listed live under an ended attempt: effects %+v", res.Effects)
+	}
+	l.after(20 * time.Second)
+	l.want(Accepted, InstanceGone{Key: a.LaunchKey, Instance: Instance{ID: id, EndedAt: l.now}})
+	want := money.MustParse("3.60").ForDuration(l.now.Sub(launched))
+	if got := l.r.Status.Attempts[0].Cost; got != want || l.r.Status.EndedCost != want {
+		t.Fatalf("billed %s (job %s), want %s: to its real end", got, l.r.Status.EndedCost, want)
 	}
 }
 

@@ -154,6 +154,27 @@ type Span struct {
 	From     time.Time `json:"from"`
 	// To is when the provider says the instance ended; zero while it runs.
 	To time.Time `json:"to,omitzero"`
+	// Price is what the provider charges for the instance per hour, which
+	// may differ from the price the placement was decided at (a spot
+	// price moves); zero: the placement's.
+	Price money.Micros `json:"price_per_hour,omitempty"`
+}
+
+// cost is what the span costs up to end (its own end if it has one), at
+// its price (price if it has none), rounded once for the instance, as its
+// provider bills it.
+func (sp Span) cost(end time.Time, price money.Micros) money.Micros {
+	to := sp.To
+	if to.IsZero() {
+		to = end
+	}
+	if !to.After(sp.From) {
+		return 0
+	}
+	if sp.Price != 0 {
+		price = sp.Price
+	}
+	return price.ForDuration(to.Sub(sp.From))
 }
 
 // Outcome is how an attempt ended.
@@ -232,8 +253,9 @@ func (r *Record) CostAt(now time.Time) money.Micros {
 func (a *Attempt) Released() bool { return !a.ReleasedAt.IsZero() }
 
 // billed is what an attempt has cost up to end: every instance from its
-// launch to its end (the provider's, else end). An attempt whose instances
-// are not known yet bills its nodes from its launch.
+// launch to its end (the provider's, else end) at the price its provider
+// charges. An attempt whose instances are not known yet bills its nodes
+// from its launch at the placement's price.
 func (a *Attempt) billed(end time.Time) money.Micros {
 	if a.Released() && a.ReleasedAt.Before(end) {
 		// Its instances are being terminated: until their provider says
@@ -247,17 +269,11 @@ func (a *Attempt) billed(end time.Time) money.Micros {
 		}
 		return a.Placement.HourlyCost().ForDuration(end.Sub(a.LaunchedAt))
 	}
-	var total time.Duration
+	var total money.Micros
 	for _, sp := range a.Spans {
-		to := sp.To
-		if to.IsZero() {
-			to = end
-		}
-		if to.After(sp.From) {
-			total += to.Sub(sp.From)
-		}
+		total += sp.cost(end, a.Placement.PricePerHour)
 	}
-	return a.Placement.PricePerHour.ForDuration(total)
+	return total
 }
 
 // moveTo changes the job's state, refusing transitions the state machine

@@ -83,20 +83,21 @@ func (s *Scheduler) observe(ctx context.Context, provider, key string) (job.Obse
 	if !ok {
 		return job.Observed{}, false
 	}
+	listedAt := s.o.Clock.Now()
 	if kl, ok := cloud.(providers.KeyLister); ok {
 		insts, err := kl.InstancesByKey(ctx, key)
 		if err != nil {
 			s.log.Warn("listing a launch's instances", zap.String("provider", provider), zap.String("key", key), zap.Error(err))
 			return job.Observed{}, false
 		}
-		return observed(key, insts), true
+		return observed(key, insts, listedAt), true
 	}
 	insts, err := cloud.Instances(ctx)
 	if err != nil {
 		s.log.Warn("listing instances", zap.String("provider", provider), zap.Error(err))
 		return job.Observed{}, false
 	}
-	obs := job.Observed{Key: key}
+	obs := job.Observed{Key: key, At: listedAt}
 	for _, in := range insts {
 		if in.IdempotencyKey == key {
 			obs.Instances = append(obs.Instances, instanceOf(in))
@@ -120,6 +121,11 @@ func (s *Scheduler) onInterruption(ctx context.Context, _ events.Message, n *eve
 		// knowing yet; the provider's listing says.
 		if obs, ok := s.observe(ctx, in.Provider, in.IdempotencyKey); ok && hasInstance(obs, in.ID) {
 			input.Verified = true
+			for _, x := range obs.Instances {
+				if x.ID == in.ID {
+					input.Listed = x
+				}
+			}
 			rec, res, err = s.apply(ctx, in.JobID, input)
 		} else {
 			s.metrics.forged.Add(1)

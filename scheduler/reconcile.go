@@ -30,6 +30,7 @@ func (s *Scheduler) reconcile(ctx context.Context) {
 	}
 	defer s.recMu.Unlock()
 	start := time.Now()
+	listedAt := s.o.Clock.Now() // before the listing: nothing launched later is in it
 	byKey, ok := s.listInstances(ctx)
 	if !ok {
 		s.book.bump()
@@ -50,7 +51,7 @@ func (s *Scheduler) reconcile(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		rec := s.reconcileJob(ctx, id, byKey, owned)
+		rec := s.reconcileJob(ctx, id, byKey, listedAt, owned)
 		if rec != nil && s.moveCandidate(rec, s.o.Clock.Now()) {
 			moves = append(moves, rec)
 		}
@@ -58,7 +59,7 @@ func (s *Scheduler) reconcile(ctx context.Context) {
 	s.mu.Lock()
 	s.moves = moves
 	s.mu.Unlock()
-	s.collectOrphans(ctx, byKey, owned)
+	s.collectOrphans(ctx, byKey, listedAt, owned)
 	s.exp.save(ctx, s.bus.Meta(), s.log)
 	s.book.bump()
 	s.kick()
@@ -88,9 +89,9 @@ func (s *Scheduler) listInstances(ctx context.Context) (map[string][]providers.I
 	return byKey, true
 }
 
-// observed is what a listing says of one launch key.
-func observed(key string, insts []providers.Instance) job.Observed {
-	obs := job.Observed{Key: key}
+// observed is what a listing taken at listedAt says of one launch key.
+func observed(key string, insts []providers.Instance, listedAt time.Time) job.Observed {
+	obs := job.Observed{Key: key, At: listedAt}
 	for _, in := range insts {
 		obs.Instances = append(obs.Instances, instanceOf(in))
 	}
@@ -99,7 +100,7 @@ func observed(key string, insts []providers.Instance) job.Observed {
 
 // reconcileJob reconciles one job's live attempts and marks their keys
 // owned; it returns the record as it was read.
-func (s *Scheduler) reconcileJob(ctx context.Context, id string, byKey map[string][]providers.Instance, owned map[string]bool) *job.Record {
+func (s *Scheduler) reconcileJob(ctx context.Context, id string, byKey map[string][]providers.Instance, listedAt time.Time, owned map[string]bool) *job.Record {
 	if !s.claim(id) {
 		return nil
 	}
@@ -116,7 +117,7 @@ func (s *Scheduler) reconcileJob(ctx context.Context, id string, byKey map[strin
 			continue
 		}
 		owned[a.LaunchKey] = true
-		if _, _, err := s.apply(ctx, id, observed(a.LaunchKey, byKey[a.LaunchKey])); err != nil {
+		if _, _, err := s.apply(ctx, id, observed(a.LaunchKey, byKey[a.LaunchKey], listedAt)); err != nil {
 			s.log.Warn("reconcile", zap.String("job", id), zap.Error(err))
 		}
 	}
@@ -142,7 +143,7 @@ func (s *Scheduler) claim(id string) bool {
 // through its lifecycle; those of no job are terminated, and their cost
 // recorded as overhead once they have ended. The bucket, not the possibly
 // lagging index, decides.
-func (s *Scheduler) collectOrphans(ctx context.Context, byKey map[string][]providers.Instance, owned map[string]bool) {
+func (s *Scheduler) collectOrphans(ctx context.Context, byKey map[string][]providers.Instance, listedAt time.Time, owned map[string]bool) {
 	for key, insts := range byKey {
 		if owned[key] || s.settledKey(key, insts) {
 			continue
@@ -154,7 +155,7 @@ func (s *Scheduler) collectOrphans(ctx context.Context, byKey map[string][]provi
 				continue // cannot tell: leave it for the next round
 			}
 			if err == nil && hasAttempt(rec, key) {
-				if _, res, err := s.apply(ctx, jobID, observed(key, insts)); err == nil && res.Verdict != job.Refused {
+				if _, res, err := s.apply(ctx, jobID, observed(key, insts, listedAt)); err == nil && res.Verdict != job.Refused {
 					s.settle(key, insts)
 					continue
 				}

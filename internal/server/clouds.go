@@ -149,6 +149,7 @@ func (s *Server) buildClouds(ctx context.Context, cat *catalog.Catalog, dryRun b
 	opts := sim.Options{
 		Catalog: cat, Clock: s.clock, Seed: cfg.Sim.Seed, Providers: simulated, Regions: cfg.Sim.Regions,
 		PriceInterval: cfg.Sim.PriceInterval.D(), Log: s.log.Named("sim"), Interruptions: &model, Traces: traces,
+		Faults: cfg.Sim.Faults.model(),
 	}
 	if !dryRun {
 		simWork := &agent.SimWorkload{Clock: s.clock, Reporter: s.bus, Throughput: cat, Log: s.log.Named("agent"),

@@ -135,6 +135,8 @@ type SimConfig struct {
 	PriceInterval job.Duration `json:"price_interval"`
 	// Interruptions is the seeded interruption model.
 	Interruptions SimInterruptions `json:"interruptions"`
+	// Faults are launch errors the simulated cloud injects (chaos runs).
+	Faults SimFaults `json:"faults"`
 	// Traces are availability traces (files or folders in the
 	// ../shared/traces JSON format) that drive spot availability in the
 	// zones they name instead of the model.
@@ -157,6 +159,40 @@ type SimInterruptions struct {
 	RebalanceShare     float64 `json:"rebalance_share"`
 	MaintenancePerHour float64 `json:"maintenance_per_hour"`
 	FailuresPerHour    float64 `json:"failures_per_hour"`
+}
+
+// SimFaults are the shares of launch calls the simulated cloud fails on
+// purpose, seeded by sim.seed: refused for capacity, refused for good, or
+// answered with a time-out (of which UnknownLaunched launched anyway).
+type SimFaults struct {
+	Capacity        float64 `json:"capacity"`
+	Permanent       float64 `json:"permanent"`
+	Unknown         float64 `json:"unknown"`
+	UnknownLaunched float64 `json:"unknown_launched"`
+}
+
+func (f SimFaults) model() *sim.Faults {
+	return &sim.Faults{Capacity: f.Capacity, Permanent: f.Permanent, Unknown: f.Unknown, UnknownLaunched: f.UnknownLaunched}
+}
+
+// parseSimFaults reads "capacity=0.05,permanent=0.01,unknown=0.05" (any
+// of the four keys, unknown_launched too) over f.
+func parseSimFaults(f *SimFaults, v string) error {
+	fields := map[string]*float64{"capacity": &f.Capacity, "permanent": &f.Permanent, "unknown": &f.Unknown, "unknown_launched": &f.UnknownLaunched}
+	for part := range strings.SplitSeq(v, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(part, "=")
+		p := fields[strings.TrimSpace(k)]
+		if !ok || p == nil {
+			return fmt.Errorf("%q is not key=share (keys: capacity, permanent, unknown, unknown_launched)", part)
+		}
+		if err := setFloat(p, strings.TrimSpace(val)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // SchedulerConfig tunes the scheduler.
@@ -188,7 +224,8 @@ func Defaults() Config {
 		Log:      LogConfig{Level: "info", Format: "console"},
 		NATS:     NATSConfig{Listen: "127.0.0.1:4222", Replicas: 1},
 		Sim: SimConfig{Enabled: true, Speed: 120, Seed: 1, PriceInterval: job.Duration(10 * time.Minute),
-			Interruptions: simInterruptions(sim.DefaultInterruptions()), RunCommands: []string{"spotwise"}, Agent: "inprocess"},
+			Interruptions: simInterruptions(sim.DefaultInterruptions()), Faults: SimFaults{UnknownLaunched: 0.5},
+			RunCommands: []string{"spotwise"}, Agent: "inprocess"},
 		Scheduler: SchedulerConfig{
 			ReconcileInterval: job.Duration(15 * time.Second),
 			UnavailableFor:    job.Duration(3 * time.Minute),
@@ -223,24 +260,28 @@ func (c *Config) LoadFile(path string) error {
 
 // envVars maps environment variables to setters.
 var envVars = map[string]func(c *Config, v string) error{
-	"SPOTWISE_DATA_DIR":        func(c *Config, v string) error { c.DataDir = v; return nil },
-	"SPOTWISE_HTTP_ADDR":       func(c *Config, v string) error { c.HTTPAddr = v; return nil },
-	"SPOTWISE_LOG_LEVEL":       func(c *Config, v string) error { c.Log.Level = v; return nil },
-	"SPOTWISE_LOG_FORMAT":      func(c *Config, v string) error { c.Log.Format = v; return nil },
-	"SPOTWISE_NATS_URL":        func(c *Config, v string) error { c.NATS.URL = v; return nil },
-	"SPOTWISE_NATS_LISTEN":     func(c *Config, v string) error { c.NATS.Listen = v; return nil },
-	"SPOTWISE_NATS_CREDS":      func(c *Config, v string) error { c.NATS.CredsFile = v; return nil },
-	"SPOTWISE_NATS_NKEY":       func(c *Config, v string) error { c.NATS.NKeyFile = v; return nil },
-	"SPOTWISE_NATS_USER":       func(c *Config, v string) error { c.NATS.User = v; return nil },
-	"SPOTWISE_NATS_PASSWORD":   func(c *Config, v string) error { c.NATS.Password = v; return nil },
-	"SPOTWISE_NATS_TOKEN":      func(c *Config, v string) error { c.NATS.Token = v; return nil },
-	"SPOTWISE_NATS_TLS_CA":     func(c *Config, v string) error { c.NATS.TLSCAFile = v; return nil },
-	"SPOTWISE_NATS_TLS_CERT":   func(c *Config, v string) error { c.NATS.TLSCertFile = v; return nil },
-	"SPOTWISE_NATS_TLS_KEY":    func(c *Config, v string) error { c.NATS.TLSKeyFile = v; return nil },
-	"SPOTWISE_NATS_REPLICAS":   func(c *Config, v string) error { return setInt(&c.NATS.Replicas, v) },
-	"SPOTWISE_SIM_SPEED":       func(c *Config, v string) error { return setFloat(&c.Sim.Speed, v) },
-	"SPOTWISE_SIM_SEED":        func(c *Config, v string) error { return setInt64(&c.Sim.Seed, v) },
-	"SPOTWISE_SIM":             func(c *Config, v string) error { return setBool(&c.Sim.Enabled, v) },
+	"SPOTWISE_DATA_DIR":      func(c *Config, v string) error { c.DataDir = v; return nil },
+	"SPOTWISE_HTTP_ADDR":     func(c *Config, v string) error { c.HTTPAddr = v; return nil },
+	"SPOTWISE_LOG_LEVEL":     func(c *Config, v string) error { c.Log.Level = v; return nil },
+	"SPOTWISE_LOG_FORMAT":    func(c *Config, v string) error { c.Log.Format = v; return nil },
+	"SPOTWISE_NATS_URL":      func(c *Config, v string) error { c.NATS.URL = v; return nil },
+	"SPOTWISE_NATS_LISTEN":   func(c *Config, v string) error { c.NATS.Listen = v; return nil },
+	"SPOTWISE_NATS_CREDS":    func(c *Config, v string) error { c.NATS.CredsFile = v; return nil },
+	"SPOTWISE_NATS_NKEY":     func(c *Config, v string) error { c.NATS.NKeyFile = v; return nil },
+	"SPOTWISE_NATS_USER":     func(c *Config, v string) error { c.NATS.User = v; return nil },
+	"SPOTWISE_NATS_PASSWORD": func(c *Config, v string) error { c.NATS.Password = v; return nil },
+	"SPOTWISE_NATS_TOKEN":    func(c *Config, v string) error { c.NATS.Token = v; return nil },
+	"SPOTWISE_NATS_TLS_CA":   func(c *Config, v string) error { c.NATS.TLSCAFile = v; return nil },
+	"SPOTWISE_NATS_TLS_CERT": func(c *Config, v string) error { c.NATS.TLSCertFile = v; return nil },
+	"SPOTWISE_NATS_TLS_KEY":  func(c *Config, v string) error { c.NATS.TLSKeyFile = v; return nil },
+	"SPOTWISE_NATS_REPLICAS": func(c *Config, v string) error { return setInt(&c.NATS.Replicas, v) },
+	"SPOTWISE_SIM_SPEED":     func(c *Config, v string) error { return setFloat(&c.Sim.Speed, v) },
+	"SPOTWISE_SIM_SEED":      func(c *Config, v string) error { return setInt64(&c.Sim.Seed, v) },
+	"SPOTWISE_SIM":           func(c *Config, v string) error { return setBool(&c.Sim.Enabled, v) },
+	"SPOTWISE_SIM_INTERRUPTION_SCALE": func(c *Config, v string) error {
+		return setFloat(&c.Sim.Interruptions.RateScale, v)
+	},
+	"SPOTWISE_SIM_FAULTS":      func(c *Config, v string) error { return parseSimFaults(&c.Sim.Faults, v) },
 	"SPOTWISE_RECONCILE_EVERY": func(c *Config, v string) error { return setDuration(&c.Scheduler.ReconcileInterval, v) },
 	"SPOTWISE_ARBITRAGE":       func(c *Config, v string) error { return setBool(&c.Scheduler.Arbitrage.Enabled, v) },
 }
@@ -400,6 +441,19 @@ func (c *Config) Validate() error {
 	}
 	if in.RebalanceShare < 0 || in.RebalanceShare > 1 {
 		bad("sim.interruptions.rebalance_share", "must be between 0 and 1")
+	}
+	fs, sharesOK := c.Sim.Faults, true
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"capacity", fs.Capacity}, {"permanent", fs.Permanent}, {"unknown", fs.Unknown}, {"unknown_launched", fs.UnknownLaunched}} {
+		if !(f.v >= 0 && f.v <= 1) {
+			bad("sim.faults."+f.name, "must be between 0 and 1")
+			sharesOK = false
+		}
+	}
+	if sum := fs.Capacity + fs.Permanent + fs.Unknown; sharesOK && sum > 1 {
+		bad("sim.faults", "capacity, permanent and unknown add up to %g, more than 1", sum)
 	}
 	for i, p := range c.Sim.Traces {
 		if _, err := os.Stat(p); err != nil {

@@ -196,6 +196,14 @@ sim:
 			},
 		},
 		{
+			name: "simulated launch faults and interruption scale from env",
+			env:  map[string]string{"SPOTWISE_SIM_FAULTS": "capacity=0.05, unknown=0.1,unknown_launched=0.25", "SPOTWISE_SIM_INTERRUPTION_SCALE": "300"},
+			want: func(c *Config) {
+				c.Sim.Faults = SimFaults{Capacity: 0.05, Unknown: 0.1, UnknownLaunched: 0.25}
+				c.Sim.Interruptions.RateScale = 300
+			},
+		},
+		{
 			name: "env over file, file over defaults",
 			file: file,
 			env: map[string]string{
@@ -249,6 +257,7 @@ func TestConfigBadEnvValueNamesTheVariable(t *testing.T) {
 		{name: "seed not a whole number", env: map[string]string{"SPOTWISE_SIM_SEED": "1.5"}, want: []string{"SPOTWISE_SIM_SEED", `"1.5"`}, n: 1},
 		{name: "sim not a boolean", env: map[string]string{"SPOTWISE_SIM": "maybe"}, want: []string{"SPOTWISE_SIM", `"maybe"`}, n: 1},
 		{name: "interval without a unit", env: map[string]string{"SPOTWISE_RECONCILE_EVERY": "15"}, want: []string{"SPOTWISE_RECONCILE_EVERY", `"15"`}, n: 1},
+		{name: "faults with an unknown key", env: map[string]string{"SPOTWISE_SIM_FAULTS": "capacity=0.1,timeouts=0.2"}, want: []string{"SPOTWISE_SIM_FAULTS", `"timeouts=0.2"`}, n: 1},
 		{
 			name: "several at once",
 			env:  map[string]string{"SPOTWISE_SIM_SPEED": "fast", "SPOTWISE_NATS_REPLICAS": "three", "SPOTWISE_HTTP_ADDR": ":8080"},
@@ -335,6 +344,11 @@ func TestConfigValidate(t *testing.T) {
 		{name: "arbitrage stay negative", set: func(c *Config) { c.Scheduler.Arbitrage.MinStay = job.Duration(-time.Minute) }, field: "scheduler.arbitrage.min_stay"},
 		{name: "arbitrage stay 0", set: func(c *Config) { c.Scheduler.Arbitrage.MinStay = 0 }, field: "scheduler.arbitrage.min_stay"},
 		{name: "refresh not a cron schedule", set: func(c *Config) { c.Feeds.Refresh = "every minute" }, field: "feeds.refresh"},
+		{name: "launch faults", set: func(c *Config) {
+			c.Sim.Faults = SimFaults{Capacity: 0.1, Permanent: 0.02, Unknown: 0.1, UnknownLaunched: 1}
+		}},
+		{name: "a fault share above 1", set: func(c *Config) { c.Sim.Faults.Unknown = 1.5 }, field: "sim.faults.unknown"},
+		{name: "fault shares adding up to more than 1", set: func(c *Config) { c.Sim.Faults.Capacity, c.Sim.Faults.Permanent = 0.6, 0.6 }, field: "sim.faults"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

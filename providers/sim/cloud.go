@@ -52,7 +52,9 @@ type Options struct {
 	// TraceEpoch is when sample 0 of every trace is; the zero time means
 	// the Unix epoch. A trace starts over at its end.
 	TraceEpoch time.Time
-	Log        *zap.Logger
+	// Faults injects launch errors (faults.go); nil injects none.
+	Faults *Faults
+	Log    *zap.Logger
 }
 
 // Store is a key-value bucket (the server passes a NATS KV bucket). Keys
@@ -111,6 +113,7 @@ type Cloud struct {
 	runner   Runner
 	interval time.Duration
 	intr     Interruptions
+	faults   *injector // nil: no injected launch faults
 	log      *zap.Logger
 
 	// The offer set is fixed at New; offers' mutable fields are under mu.
@@ -191,6 +194,9 @@ func New(ctx context.Context, o Options) (*Cloud, error) {
 		c.log = zap.NewNop()
 	}
 	c.log = c.log.With(zap.String("provider", c.name))
+	if c.faults, err = newInjector(o.Faults, o.Seed, c.log); err != nil {
+		return nil, err
+	}
 	for _, of := range offers {
 		c.offers[of.static.ID()] = of
 		if _, seen := c.byRegion[of.region]; !seen {

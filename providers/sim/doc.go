@@ -26,6 +26,9 @@
 //     in place of the seeded model;
 //   - manual interruptions for demos and tests (manual.go), through the
 //     same path as the seeded ones;
+//   - injected launch faults (faults.go): refusals for capacity, refusals
+//     for good and unknown outcomes (some of which did launch), seeded,
+//     for chaos runs;
 //   - the event feed (watch.go): offers per region, price and capacity
 //     changes, instance transitions, notices.
 //

@@ -45,8 +45,16 @@ func instanceID(cloud, key string, node int) string {
 // returns the instances of the first one, whatever became of them, and buys
 // nothing. It refuses with a *providers.InsufficientCapacityError when the
 // offer has fewer than req.Count instances available, or when it is spot and
-// its price is above req.MaxPrice (the on-demand price if zero).
+// its price is above req.MaxPrice (the on-demand price if zero). With
+// Options.Faults, some calls fail as configured instead (faults.go).
 func (c *Cloud) Launch(ctx context.Context, req providers.LaunchRequest) ([]providers.Instance, error) {
+	if c.faults != nil {
+		return c.faults.launch(ctx, c, req)
+	}
+	return c.launch(ctx, req)
+}
+
+func (c *Cloud) launch(ctx context.Context, req providers.LaunchRequest) ([]providers.Instance, error) {
 	offerID := req.Offer.ID()
 	switch {
 	case req.IdempotencyKey == "":
