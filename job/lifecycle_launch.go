@@ -261,32 +261,6 @@ func (t *tx) gone(a *Attempt, id string, at time.Time) bool {
 	return false
 }
 
-// spanOf returns the span of one of an attempt's instances, nil if it
-// has none.
-func spanOf(a *Attempt, id string) *Span {
-	for i := range a.Spans {
-		if a.Spans[i].Instance == id {
-			return &a.Spans[i]
-		}
-	}
-	return nil
-}
-
-// liveInstances lists an attempt's instances whose end is not known.
-func liveInstances(a *Attempt) []string {
-	var out []string
-	for _, sp := range a.Spans {
-		if sp.To.IsZero() {
-			out = append(out, sp.Instance)
-		}
-	}
-	return out
-}
-
-// ended reports whether every known instance of an attempt has ended
-// (true for one that has none).
-func ended(a *Attempt) bool { return len(liveInstances(a)) == 0 }
-
 // afterInstances works out what an attempt's instances now mean: a
 // released attempt whose capacity is all gone closes; an instance lost
 // under a live attempt is a loss; every node of a new attempt running makes
@@ -528,22 +502,6 @@ func (t *tx) repeat(a *Attempt, prev bool, listed int) bool {
 	return false
 }
 
-// awaiting reports whether an attempt is under a provider's notice and its
-// checkpoint is still to come.
-func awaiting(a *Attempt) bool {
-	return a != nil && !a.Released() && a.Notice != nil && !voluntary(a.Notice)
-}
-
-// voluntary reports whether a notice is one of spotwise's own moves (or a
-// rebalance recommendation acted on): no capacity goes at a deadline.
-func voluntary(n *Notice) bool { return n != nil && n.Deadline.IsZero() }
-
-// held reports whether an attempt is a replacement whose workload waits
-// for its start.
-func held(a *Attempt) bool {
-	return a != nil && !a.StartAfter.IsZero() && a.RunningAt.IsZero() && !a.Released()
-}
-
 // close ends a live attempt now with an outcome and reports it.
 func (t *tx) close(slot **Attempt, outcome Outcome) *Attempt {
 	a := t.r.closeAttempt(slot, t.now, outcome)
@@ -571,16 +529,6 @@ func (t *tx) closeReleased(slot **Attempt) {
 	case len(closed.Instances) > 0:
 		t.historyCost(KindTerminated, closed, "terminated "+joinIDs(closed.Instances), closed.LaunchKey+"-terminated")
 	}
-}
-
-func lastEnd(a *Attempt) time.Time {
-	var last time.Time
-	for _, sp := range a.Spans {
-		if sp.To.After(last) {
-			last = sp.To
-		}
-	}
-	return last
 }
 
 // release lets an attempt's capacity go: its instances are terminated and

@@ -2,7 +2,6 @@ package job
 
 import (
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -592,11 +591,4 @@ func (t *tx) lose(share float64) {
 	}
 	ref := t.r.Spec.Work.ReferenceDuration(t.r.Spec.TotalGPUs())
 	t.r.Status.WorkLost += Duration(time.Duration(float64(ref) * share))
-}
-
-// inRoot reports whether a checkpoint lies in the job's checkpoint
-// location.
-func (t *tx) inRoot(ck CheckpointRef) bool {
-	root := t.r.Status.CheckpointRoot
-	return root == "" || strings.HasPrefix(ck.Location, strings.TrimSuffix(root, "/")+"/")
 }
