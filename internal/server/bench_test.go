@@ -21,10 +21,10 @@ import (
 	"github.com/spotwise/spotwise/job"
 )
 
-func benchServer(b *testing.B) *Server {
+func benchServer(b *testing.B, speed float64) *Server {
 	b.Helper()
 	cfg := testConfig(b.TempDir())
-	cfg.Sim.Speed = 120
+	cfg.Sim.Speed = speed
 	cfg.Scheduler.ReconcileInterval = job.Duration(15 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -87,10 +87,14 @@ func fillStore(b *testing.B, s *Server, ended, queued int) {
 // wall time from the start of its POST until the job-state bucket shows it
 // placed (placing or later). The store holds what a server that has run a
 // while holds: 20,000 ended jobs and a backlog of 5,000 queued that cannot
-// be placed. The target is p99 under 50 ms.
+// be placed. The simulated cloud runs in real time: placement does not
+// wait on simulated time, and a sped-up clock would multiply the reports
+// and checkpoints of every job placed earlier in the run by its speed (at
+// 120x, 1,000 jobs send what 120,000 would), a load no deployment sees.
+// The target is p99 under 50 ms.
 func BenchmarkSubmitToPlaced200PerSecond(b *testing.B) {
 	const rate, total = 200, 1000
-	s := benchServer(b)
+	s := benchServer(b, 1)
 	fillStore(b, s, 20_000, 5_000)
 	b.ResetTimer()
 	// SPOTWISE_CPU_PROFILE profiles the measured part only.
@@ -107,6 +111,7 @@ func BenchmarkSubmitToPlaced200PerSecond(b *testing.B) {
 	placedAt := map[string]time.Time{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	ready := make(chan struct{})
 	if _, err := s.Bus().Jobs().Watch(ctx, func(c events.JobChange) {
 		if c.Record == nil || c.Record.Status.State == job.Queued {
 			return
@@ -116,9 +121,12 @@ func BenchmarkSubmitToPlaced200PerSecond(b *testing.B) {
 			placedAt[c.ID] = time.Now()
 		}
 		mu.Unlock()
-	}, nil); err != nil {
+	}, func() { close(ready) }); err != nil {
 		b.Fatal(err)
 	}
+	// The watch first goes through every record in the store: measure
+	// from when it has, or its catching up would be counted as latency.
+	<-ready
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	c := api.NewClient(s.HTTPAddr())
 	c.HTTP = client
@@ -205,7 +213,7 @@ func rssMB() float64 {
 func BenchmarkMemory100kQueuedJobs(b *testing.B) {
 	const total = 100_000
 	for b.Loop() {
-		s := benchServer(b)
+		s := benchServer(b, 120)
 		svc := s.api // the server's own, so the listing index is counted once
 		spec := []byte("name: queued\nteam: bench\ncommand: [python, train.py, --epochs, '90']\nimage: ghcr.io/example/train:1.0\nresources: {gpus_per_node: 8, accelerators: [H100, A100]}\nwork: 48h on V100\nmax_price_per_hour: 0.01\ndeadline: 30d\n")
 		ctx := context.Background()
