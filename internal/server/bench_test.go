@@ -42,36 +42,20 @@ func benchServer(b *testing.B, speed float64) *Server {
 // a changed offer book looks at again.
 func fillStore(b *testing.B, s *Server, ended, queued int) {
 	b.Helper()
-	ctx := context.Background()
 	svc := s.api
 	done := []byte("name: done\nteam: history\ncommand: [python, train.py]\nresources: {gpus_per_node: 8, accelerators: [H100]}\nwork: 48h on V100\nmax_price_per_hour: 0.01\n")
 	wait := []byte("name: backlog\nteam: bench\ncommand: [python, train.py]\nresources: {gpus_per_node: 8, accelerators: [H100, A100]}\nwork: 48h on V100\nmax_price_per_hour: 0.01\ndeadline: 30d\n")
-	var wg sync.WaitGroup
-	const workers = 16
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < ended+queued; i += workers {
-				spec := wait
-				if i < ended {
-					spec = done
-				}
-				r, err := svc.Submit(ctx, spec, "", "bench")
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if i < ended {
-					if _, err := svc.Cancel(ctx, r.Job.ID, "history"); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	submitAll(b, ended+queued, func(ctx context.Context, i int) error {
+		spec := wait
+		if i < ended {
+			spec = done
+		}
+		r, err := svc.Submit(ctx, spec, "", "bench")
+		if err == nil && i < ended {
+			_, err = svc.Cancel(ctx, r.Job.ID, "history")
+		}
+		return err
+	})
 	deadline := time.Now().Add(5 * time.Minute)
 	for s.Scheduler().Stats().Queued < int64(queued) && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
@@ -80,6 +64,28 @@ func fillStore(b *testing.B, s *Server, ended, queued int) {
 		b.Fatalf("%d of %d backlog jobs queued", q, queued)
 	}
 	time.Sleep(2 * time.Second) // the first cycles over the backlog
+}
+
+// submitAll runs submit for 0..n-1 on 16 workers, stopping a worker at its
+// first error.
+func submitAll(b *testing.B, n int, submit func(ctx context.Context, i int) error) {
+	b.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	const workers = 16
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += workers {
+				if err := submit(ctx, i); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // BenchmarkSubmitToPlaced200PerSecond submits jobs over HTTP at 200 per
@@ -216,22 +222,10 @@ func BenchmarkMemory100kQueuedJobs(b *testing.B) {
 		s := benchServer(b, 120)
 		svc := s.api // the server's own, so the listing index is counted once
 		spec := []byte("name: queued\nteam: bench\ncommand: [python, train.py, --epochs, '90']\nimage: ghcr.io/example/train:1.0\nresources: {gpus_per_node: 8, accelerators: [H100, A100]}\nwork: 48h on V100\nmax_price_per_hour: 0.01\ndeadline: 30d\n")
-		ctx := context.Background()
-		var wg sync.WaitGroup
-		const workers = 16
-		for w := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := w; i < total; i += workers {
-					if _, err := svc.Submit(ctx, spec, "", "bench"); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
+		submitAll(b, total, func(ctx context.Context, _ int) error {
+			_, err := svc.Submit(ctx, spec, "", "bench")
+			return err
+		})
 		deadline := time.Now().Add(10 * time.Minute)
 		for s.Scheduler().Stats().Queued < total && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
