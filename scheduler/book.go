@@ -40,10 +40,12 @@ type book struct {
 	ratesStale bool
 }
 
-// regionOffers is one provider region's offers and their interruption
-// rates by offer ID.
+// regionOffers is one provider region's offers (with the counts the
+// scheduler has taken since off them), the offers as its feed last
+// reported them, and their interruption rates by offer ID.
 type regionOffers struct {
 	offers []providers.Offer
+	fed    []providers.Offer
 	rates  map[string]float64
 }
 
@@ -72,10 +74,11 @@ func (b *book) replace(provider, region string, offers []providers.Offer) bool {
 	defer b.mu.Unlock()
 	k := regionKey{provider, region}
 	old := b.regions[k]
-	if old != nil && slices.EqualFunc(old.offers, offers, sameOffer) {
+	if old != nil && slices.EqualFunc(old.fed, offers, sameOffer) {
 		return false
 	}
 	r := &regionOffers{offers: slices.Clone(offers)}
+	r.fed = r.offers
 	if b.rateOf != nil {
 		r.rates = make(map[string]float64, len(offers))
 		for _, o := range offers {
@@ -90,8 +93,10 @@ func (b *book) replace(provider, region string, offers []providers.Offer) bool {
 	ratesChanged := old == nil || !maps.Equal(old.rates, r.rates)
 	b.ratesStale = b.ratesStale || ratesChanged
 	// Pending jobs are looked at again only when the change may let one
-	// fit (a launch there reports a lower count: no job fits better).
-	if ratesChanged || !slices.EqualFunc(old.offers, offers, noBetter) {
+	// fit (a launch there reports a lower count: no job fits better). The
+	// feed is compared with what it said before, not with the counts the
+	// scheduler took meanwhile (the feed catching up on those is no news).
+	if ratesChanged || !slices.EqualFunc(old.fed, offers, noBetter) {
 		b.version++
 	}
 	b.gen++
@@ -213,7 +218,7 @@ func (b *book) take(o providers.Offer, n int) {
 		if r.offers[i].ID() == id && r.offers[i].Available >= 0 {
 			updated := slices.Clone(r.offers)
 			updated[i].Available = max(0, updated[i].Available-n)
-			b.regions[regionKey{o.Provider, o.Region}] = &regionOffers{offers: updated, rates: r.rates}
+			b.regions[regionKey{o.Provider, o.Region}] = &regionOffers{offers: updated, fed: r.fed, rates: r.rates}
 			// Less capacity never makes a pending job placeable, so the
 			// version (which makes pending jobs be looked at again) stays.
 			b.stale = true

@@ -60,6 +60,20 @@ func TestBookIndexFollowsTheOffers(t *testing.T) {
 		t.Fatalf("available after take: %d, want %d", got.Available, o.Available-2)
 	}
 
+	// The feed then reports the launch: a count under what it said
+	// before, over what the take assumed. That is no news for waiting jobs.
+	v0 := b.snapshot(now).version
+	fed := append([]providers.Offer(nil), byRegion[regions[2]]...)
+	fed[1].Available--
+	b.replace("aws", regions[2], fed)
+	if got, _ := b.lookup(o.Provider, o.Region, o.ID()); got.Available != o.Available-1 {
+		t.Fatalf("available after the feed: %d, want %d", got.Available, o.Available-1)
+	}
+	if b.snapshot(now).version != v0 {
+		t.Fatal("the feed catching up on a take had waiting jobs looked at again")
+	}
+	ix = check("after the feed caught up", true, ix)
+
 	// The feed reports counts: same index. A lower count (what a launch
 	// there reports) cannot let a waiting job fit, so the version, which
 	// has waiting jobs looked at again, stays; a higher one moves it.

@@ -130,6 +130,16 @@ func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 			nd = co.compileNeeds(&r, s.Throughput, rules)
 			compiled[q.Req] = nd
 		}
+		if nd.fitsNowhere() {
+			// No offer passes these needs' static filters: every such job
+			// waits for the same reasons (a backlog of jobs alike costs
+			// one look, not one each).
+			if runningOn == nil {
+				hopeless := !q.DeadlineAt.IsZero() && !s.Now.Before(q.DeadlineAt)
+				plan.Pending = append(plan.Pending, Pending{JobID: q.ID, Reasons: nd.staticOnly, Hopeless: hopeless, q: q})
+			}
+			continue
+		}
 		cj := co.compileJob(q, nd)
 		best, est, wait := co.choose(cj, s)
 		if wait != nil {

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -475,5 +476,41 @@ func TestShortNoticeOffers(t *testing.T) {
 	r := plan.Pending[0].Reasons
 	if len(r) == 0 || r[0].Code != "short-notice" || !strings.Contains(r[0].Message, "2m") {
 		t.Fatalf("pending reasons %+v; want short-notice naming the checkpoint's 2m", r)
+	}
+}
+
+// A backlog of jobs alike that fit no offer (here: all under the cheapest
+// price) is looked at once per cycle, not once per job: each waits with the
+// same reasons a lone one would get, and one whose deadline has passed is
+// hopeless all the same.
+func TestBacklogOfJobsAlikeWaitsForTheSameReasons(t *testing.T) {
+	offers := []providers.Offer{
+		offer("aws", "us-east-1", "p3.2xlarge", "V100", 1, "3.06").get(),
+		offer("aws", "us-west-2", "p3.2xlarge", "V100", 1, "2.90").get(),
+	}
+	lone := queued("j-lone", "2h on V100").maxPrice("0.50").get()
+	want := Decide(Snapshot{Now: t0, Jobs: []*QueuedJob{lone}, Offers: offers, Throughput: testTP}).Pending
+	if len(want) != 1 || want[0].Reasons[0].Code != "max-price" {
+		t.Fatalf("a lone job under every price waits for %+v", want)
+	}
+	var jobs []*QueuedJob
+	for i := range 50 {
+		b := queued(fmt.Sprintf("j-%03d", i), "2h on V100").maxPrice("0.50")
+		if i == 49 {
+			b.deadline(-time.Hour)
+		}
+		jobs = append(jobs, b.get())
+	}
+	plan := Decide(Snapshot{Now: t0, Jobs: jobs, Offers: offers, Throughput: testTP})
+	if len(plan.Placements) != 0 || len(plan.Pending) != len(jobs) {
+		t.Fatalf("%d placed, %d pending of %d", len(plan.Placements), len(plan.Pending), len(jobs))
+	}
+	for i, p := range plan.Pending {
+		if !reflect.DeepEqual(p.Reasons, want[0].Reasons) {
+			t.Fatalf("job %d waits for %+v, a lone one for %+v", i, p.Reasons, want[0].Reasons)
+		}
+		if p.Hopeless != (i == 49) {
+			t.Fatalf("job %d hopeless %v", i, p.Hopeless)
+		}
 	}
 }

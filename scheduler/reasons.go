@@ -78,6 +78,21 @@ func (n *needs) staticScan(co *compiledOffers) {
 	}
 }
 
+// fitsNowhere reports whether a scan has found that no offer passes the
+// needs' static filters, with the reasons every job of these needs then
+// waits for already written.
+func (n *needs) fitsNowhere() bool {
+	if !n.scanned || n.staticOnly == nil || n.err != "" {
+		return false
+	}
+	for _, c := range n.cands {
+		if len(c) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // explain counts what rejected each offer for a job that could not be
 // placed, keeping the nearest miss for the messages. The static part is
 // shared by every job with the same needs; only the candidates are looked
