@@ -157,7 +157,7 @@ func (t *tx) launched(in Launched) {
 	a, prev := t.attemptByKey(in.Key)
 	if a == nil || a.N != in.Attempt {
 		if c := t.closedByKey(in.Key); c != nil {
-			t.lateInstances(c, in.Instances)
+			t.lateInstances(c, in.Instances, time.Time{})
 			return
 		}
 		t.stale(fmt.Sprintf("no attempt has key %s", in.Key))
@@ -192,14 +192,17 @@ func (t *tx) noteLaunched(a *Attempt, had int) {
 // lateInstances records instances that turned up for an attempt that has
 // ended (a launch that came back late, an instance's end reported after the
 // attempt closed): they are billed to it and terminated if still live.
-func (t *tx) lateInstances(a *Attempt, insts []Instance) {
+// listedAt is when a provider listing said so (zero: not a listing).
+func (t *tx) lateInstances(a *Attempt, insts []Instance, listedAt time.Time) {
 	changed := false
 	for _, inst := range insts {
 		changed = t.record(a, inst) || changed
-		if sp := spanOf(a, inst.ID); sp != nil && inst.EndedAt.IsZero() && !sp.To.IsZero() {
-			// The provider lists it live, so its end was wrongly inferred
-			// (a listing that missed it): it still runs and costs. It is
-			// terminated, and billed to its real end once that is known.
+		if sp := spanOf(a, inst.ID); sp != nil && inst.EndedAt.IsZero() && !sp.To.IsZero() && listedAt.After(sp.To) {
+			// A listing taken after its recorded end has it live, so the
+			// end was wrongly inferred (an earlier listing missed it): it
+			// still runs and costs. It is terminated, and billed to its
+			// real end once that is known. (A listing, a launch's answer
+			// or an event from before the end says nothing of it.)
 			sp.To = time.Time{}
 			changed = true
 		}
@@ -357,7 +360,7 @@ func (t *tx) instanceRunning(in InstanceRunning) {
 	a, prev := t.attemptByKey(in.Key)
 	if a == nil {
 		if c := t.closedByKey(in.Key); c != nil && (owns(c, in.Instance.ID) || in.Verified) {
-			t.lateInstances(c, []Instance{in.Instance})
+			t.lateInstances(c, []Instance{in.Instance}, time.Time{})
 			return
 		}
 		t.stale(fmt.Sprintf("no live attempt has key %s", in.Key))
@@ -388,7 +391,7 @@ func (t *tx) instanceGone(in InstanceGone) {
 	a, prev := t.attemptByKey(in.Key)
 	if a == nil {
 		if c := t.closedByKey(in.Key); c != nil && (owns(c, in.Instance.ID) || in.Verified) {
-			t.lateInstances(c, []Instance{in.Instance})
+			t.lateInstances(c, []Instance{in.Instance}, time.Time{})
 			return
 		}
 		t.stale(fmt.Sprintf("no attempt has key %s", in.Key))
@@ -416,7 +419,11 @@ func (t *tx) observed(in Observed) {
 	a, prev := t.attemptByKey(in.Key)
 	if a == nil {
 		if c := t.closedByKey(in.Key); c != nil && len(in.Instances) > 0 {
-			t.lateInstances(c, in.Instances)
+			at := in.At
+			if at.IsZero() {
+				at = t.now
+			}
+			t.lateInstances(c, in.Instances, at)
 			return
 		}
 		t.stale(fmt.Sprintf("no attempt has key %s", in.Key))

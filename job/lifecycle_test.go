@@ -322,6 +322,35 @@ func TestLifecycleAnInstanceListedLiveUnderAnEndedAttemptIsTerminated(t *testing
 	}
 }
 
+// A listing taken before an instance's end (reconciliation lists first,
+// then goes job by job) may still have it live: that says nothing against
+// the end its provider reported, which stays billed as it was; only a
+// listing taken after the end can say it still runs.
+func TestLifecycleAStaleListingDoesNotUndoAKnownEnd(t *testing.T) {
+	l := newLife(t, nil)
+	a := l.running(1)
+	id := instances(1, 1)[0]
+	launched := l.now
+	l.after(time.Hour)
+	listed := l.now
+	l.want(Accepted, Exited{Attempt: 1, Instance: id})
+	l.after(20 * time.Second)
+	l.want(Accepted, InstanceGone{Key: a.LaunchKey, Instance: Instance{ID: id, EndedAt: l.now}})
+	ended := l.r.Status.Attempts[0]
+	want := money.MustParse("3.60").ForDuration(l.now.Sub(launched))
+	if ended.Cost != want {
+		t.Fatalf("billed %s, want %s", ended.Cost, want)
+	}
+	l.after(time.Minute)
+	res := l.apply(Observed{Key: a.LaunchKey, At: listed, Instances: []Instance{{ID: id, LaunchedAt: launched, RunningAt: launched}}})
+	if term := effectsOf[Terminate](res); len(term) != 0 {
+		t.Fatalf("a listing from before the end had the ended instance terminated: %+v", term)
+	}
+	if got := l.r.Status.Attempts[0]; got.Cost != want || got.Spans[0].To.IsZero() || l.r.Status.EndedCost != want {
+		t.Fatalf("after a stale listing: billed %s (job %s), span %+v; want %s to the reported end", got.Cost, l.r.Status.EndedCost, got.Spans[0], want)
+	}
+}
+
 // A job cancelled while its launch is under way: the attempt closes, and
 // when the launch comes back its instances are billed to it and
 // terminated.
