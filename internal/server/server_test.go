@@ -18,6 +18,7 @@ import (
 	"github.com/spotwise/spotwise/events/eventstest"
 	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
 )
 
@@ -125,19 +126,31 @@ func TestJobRunsToSuccessOverHTTP(t *testing.T) {
 			t.Errorf("history %v lacks %q", kinds(done), k)
 		}
 	}
-	// Billing: the attempt's cost is its price for the time it held the
-	// capacity, and the instance is released.
-	a := done.Attempts[len(done.Attempts)-1]
-	want := a.Placement.HourlyCost().ForDuration(a.EndedAt.Sub(a.LaunchedAt))
-	if a.Cost != want || done.CostUSD != want {
-		t.Errorf("cost = %s (attempt %s), want %s; history %v", done.CostUSD, a.Cost, want, kinds(done))
-	}
+	// Billing: the instance is released, and the job costs what the cloud
+	// charges for it: its price from its launch to the end the cloud
+	// reports, teardown included.
+	var charged money.Micros
 	testutil.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
 		insts, _ := s.Cloud().Instances(ctx)
+		charged = 0
 		for _, in := range insts {
-			if in.JobID == v.ID && !in.State.Ended() {
+			if in.JobID != v.ID {
+				continue
+			}
+			if !in.State.Ended() {
 				return fmt.Errorf("instance %s still %s", in.ID, in.State)
 			}
+			charged += in.Price.ForDuration(in.EndedAt.Sub(in.LaunchedAt))
+		}
+		return nil
+	})
+	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		var err error
+		if done, err = c.Get(ctx, v.ID); err != nil {
+			return err
+		}
+		if a := done.Attempts[len(done.Attempts)-1]; charged == 0 || a.Cost != charged || done.CostUSD != charged {
+			return fmt.Errorf("cost = %s (attempt %s), the cloud charged %s; history %v", done.CostUSD, a.Cost, charged, kinds(done))
 		}
 		return nil
 	})

@@ -40,6 +40,14 @@ type Options struct {
 	Runner Runner
 	// PriceInterval is the clock time between spot price moves; default 10m.
 	PriceInterval time.Duration
+	// CountEvery is how often at most a region's offers are announced
+	// for what the cloud's own launches and ends did to their available
+	// counts: the first change after a quiet spell is announced at once,
+	// the rest of a burst together CountEvery after the last
+	// announcement. Price moves, storms, trace changes, held capacity and
+	// the controls are announced at once. Default 10s; a real cloud says
+	// even less often what its pools hold.
+	CountEvery time.Duration
 	// Interruptions is the seeded interruption model; nil means
 	// DefaultInterruptions(). A model given is taken as it is: a zero
 	// field turns that kind of interruption off, so start from
@@ -99,6 +107,7 @@ const (
 
 	defaultName          = "sim"
 	defaultPriceInterval = 10 * time.Minute
+	defaultCountEvery    = 10 * time.Second
 	pruneEvery           = time.Hour
 	storeTimeout         = 10 * time.Second
 )
@@ -128,21 +137,24 @@ type Cloud struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed by Close
 
-	mu        sync.Mutex
-	closed    bool
-	insts     map[string]*instance
-	byKey     map[string][]string // idempotency key -> instance IDs by node
-	watchers  providers.Watchers
-	step      int64                // the current price step
-	dirty     map[regionKey]bool   // regions whose offers changed in this call
-	unsaved   map[string]*instance // records whose last Store write failed
-	fx        effects              // side effects to run once mu is released
-	holds     []hold               // capacity interruptions took, until it returns
-	zoneOut   map[string]bool      // traced zones without capacity, as last announced
-	timer     clock.Timer
-	timerGen  uint64
-	wakeAt    time.Time
-	nextPrune time.Time
+	mu         sync.Mutex
+	closed     bool
+	insts      map[string]*instance
+	byKey      map[string][]string // idempotency key -> instance IDs by node
+	watchers   providers.Watchers
+	step       int64              // the current price step
+	dirty      map[regionKey]bool // regions whose offers changed in this call
+	counted    map[regionKey]bool // regions whose counts changed since their last announcement
+	announced  map[regionKey]time.Time
+	countEvery time.Duration
+	unsaved    map[string]*instance // records whose last Store write failed
+	fx         effects              // side effects to run once mu is released
+	holds      []hold               // capacity interruptions took, until it returns
+	zoneOut    map[string]bool      // traced zones without capacity, as last announced
+	timer      clock.Timer
+	timerGen   uint64
+	wakeAt     time.Time
+	nextPrune  time.Time
 }
 
 // effects are calls the cloud makes outside its lock: runners to start and
@@ -164,6 +176,8 @@ func New(ctx context.Context, o Options) (*Cloud, error) {
 		return nil, errors.New("sim: a clock is required")
 	case o.PriceInterval < 0:
 		return nil, fmt.Errorf("sim: negative price interval %s", o.PriceInterval)
+	case o.CountEvery < 0:
+		return nil, fmt.Errorf("sim: negative count interval %s", o.CountEvery)
 	}
 	intr := DefaultInterruptions()
 	if o.Interruptions != nil {
@@ -185,6 +199,7 @@ func New(ctx context.Context, o Options) (*Cloud, error) {
 		done:  make(chan struct{}),
 		insts: map[string]*instance{}, byKey: map[string][]string{},
 		dirty: map[regionKey]bool{}, unsaved: map[string]*instance{},
+		counted: map[regionKey]bool{}, announced: map[regionKey]time.Time{}, countEvery: cmp.Or(o.CountEvery, defaultCountEvery),
 		zoneOut: map[string]bool{},
 	}
 	if c.interval == 0 {
@@ -324,7 +339,17 @@ func (c *Cloud) advanceLocked(now time.Time) {
 // action, a trace's change or held capacity's return.
 func (c *Cloud) flushLocked(now time.Time) {
 	for _, rk := range c.regions {
-		if c.dirty[rk] && c.watchers.Len() > 0 {
+		byCount := !c.dirty[rk] && c.counted[rk] && !now.Before(c.announced[rk].Add(c.countEvery))
+		if !byCount && !c.dirty[rk] {
+			continue
+		}
+		delete(c.counted, rk)
+		if byCount {
+			// Only announcements for counts start a spell: a control
+			// or price move just before a launch does not delay it.
+			c.announced[rk] = now
+		}
+		if c.watchers.Len() > 0 {
 			c.emitLocked(providers.Event{
 				Kind: providers.EventOffers, Provider: rk.provider, Region: rk.region, Time: now,
 				Offers: c.regionOffersLocked(rk, now),

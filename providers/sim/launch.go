@@ -113,7 +113,7 @@ func (c *Cloud) launch(ctx context.Context, req providers.LaunchRequest) ([]prov
 			out = append(out, in.rec.Instance)
 		}
 		o.live += req.Count
-		c.dirty[o.region] = true
+		c.counted[o.region] = true
 		c.log.Info("instances launched", zap.String("offer", offerID), zap.String("job", req.JobID),
 			zap.Int("attempt", req.Attempt), zap.Int("count", req.Count), zap.Stringer("price", price),
 			zap.String("instance", out[0].ID), zap.Duration("latency", o.static.LaunchLatency))
@@ -153,7 +153,7 @@ func (c *Cloud) completeLocked(req providers.LaunchRequest, ids []string, now ti
 		c.insts[in.rec.Instance.ID] = in
 		c.byKey[req.IdempotencyKey] = append(c.byKey[req.IdempotencyKey], in.rec.Instance.ID)
 		o.live++
-		c.dirty[o.region] = true
+		c.counted[o.region] = true
 		c.log.Warn("completed a launch a crash left incomplete", zap.String("key", req.IdempotencyKey), zap.Int("node", n))
 	}
 	return nil
@@ -289,7 +289,7 @@ func (c *Cloud) endLocked(in *instance, now time.Time, state providers.InstanceS
 	i.State, i.EndedAt, i.Reason = state, now, reason
 	if o, ok := c.offers[in.rec.Offer]; ok {
 		o.live--
-		c.dirty[o.region] = true
+		c.counted[o.region] = true
 		if n := in.rec.Interruption; n != nil {
 			in.rec.HeldUntil = n.Deadline.Add(c.holdFor(i.ID))
 			c.holdLocked(o, in.rec.HeldUntil)

@@ -336,5 +336,10 @@ func (c *Cloud) nextWakeLocked(now, next time.Time) time.Time {
 			next = h.until
 		}
 	}
+	for rk := range c.counted {
+		if t := c.announced[rk].Add(c.countEvery); t.Before(next) {
+			next = t
+		}
+	}
 	return next
 }

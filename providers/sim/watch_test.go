@@ -76,6 +76,41 @@ func TestWatchReportsChangesToEveryWatcher(t *testing.T) {
 	}
 }
 
+func TestWatchAnnouncesABurstOfLaunchesTwice(t *testing.T) {
+	// 200 launches a second would otherwise mean 200 full offer lists of
+	// the region a second: the first launch after a quiet spell is told
+	// at once, the rest of the burst together CountEvery later.
+	e := newEnv(t)
+	e.setAvailable(awsSmallOD, 20)
+	rec, _, _ := watch(t, e.cloud)
+	rec.wait(t, "initial offers", offerWith(awsSmallOD, func(o providers.Offer) bool { return o.Available == 20 }))
+	for i := range 5 {
+		e.launch(awsSmallOD, fmt.Sprint("k", i), 1)
+		e.clk.Advance(time.Second)
+	}
+	rec.wait(t, "the first launch", offerWith(awsSmallOD, func(o providers.Offer) bool { return o.Available == 19 }))
+	counts := func() []int {
+		var out []int
+		for _, ev := range rec.all() {
+			for _, o := range ev.Offers {
+				if o.ID() == awsSmallOD {
+					out = append(out, o.Available)
+				}
+			}
+		}
+		return out
+	}
+	if got := counts(); fmt.Sprint(got) != "[20 19]" {
+		t.Fatalf("counts announced 4s into the burst: %v, want [20 19]", got)
+	}
+	e.clk.Advance(defaultCountEvery - 5*time.Second)
+	rec.wait(t, "the rest of the burst", offerWith(awsSmallOD, func(o providers.Offer) bool { return o.Available == 15 }))
+	e.clk.Advance(time.Minute)
+	if got := counts(); fmt.Sprint(got) != "[20 19 15]" {
+		t.Errorf("counts announced: %v, want [20 19 15]", got)
+	}
+}
+
 func offerWith(id string, ok func(providers.Offer) bool) func(providers.Event) bool {
 	return func(ev providers.Event) bool {
 		for _, o := range ev.Offers {
