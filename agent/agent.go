@@ -203,8 +203,14 @@ func (a *run) run(ctx context.Context) error {
 			a.report(ctx, &events.AgentReport{Kind: events.AgentExited, ExitCode: code, Progress: p, Message: errText(err)})
 			return nil
 		case req := <-requests:
-			if req.Kind == events.ControlStop {
+			switch req.Kind {
+			case events.ControlStop:
 				_ = a.cmd.Process.Signal(syscall.SIGTERM)
+				continue
+			case events.ControlStart:
+				// Started already (its start-after passed, or an
+				// earlier start got through): a start asked again is
+				// no checkpoint request.
 				continue
 			}
 			if a.alreadyCovered(ctx, req.Deadline) {

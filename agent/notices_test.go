@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -211,5 +212,34 @@ func TestNewNoticeIsCheckpointedAgainAndNothingForwardedWithoutProvider(t *testi
 	defer r.mu.Unlock()
 	if len(r.forwards) != 0 {
 		t.Errorf("forwarded %d notices with no provider set", len(r.forwards))
+	}
+}
+
+// A start asked again once the workload runs (the scheduler repeats a
+// start nobody answered) is no checkpoint request: under load the
+// workload could not finish one in time, and a failed checkpoint is
+// reported for nothing.
+func TestStartToARunningAgentTakesNoCheckpoint(t *testing.T) {
+	r := startAgentRig(t, "aws")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := r.bus.RequestEvent(ctx, events.AgentControlSubject(r.jobID), &events.AgentControl{
+		JobID: r.jobID, Attempt: 2, Kind: events.ControlStart, Reason: "the checkpoint it resumes from is stored"}); err != nil {
+		t.Fatal(err)
+	}
+	// Requests are taken in order: once the next one is answered, the
+	// start has been handled.
+	r.request(t, time.Now().Add(2*time.Minute))
+	r.waitReports(t, "the requested checkpoint", func(reps []*events.AgentReport) bool {
+		return slices.ContainsFunc(reps, func(rep *events.AgentReport) bool { return rep.Message == "spot-interruption" })
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rep := range r.reports {
+		if rep.Kind == events.AgentCheckpoint || rep.Kind == events.AgentCheckpointFailed {
+			if rep.Message != "spot-interruption" {
+				t.Errorf("%s report %q: the start was taken for a checkpoint request", rep.Kind, rep.Message)
+			}
+		}
 	}
 }

@@ -14,9 +14,12 @@ import (
 // launches refused, unknown or bought (some of them twice), nodes that
 // die, notices (some for instances nobody launched), checkpoints good,
 // failed, stale and forged, exits, moves, cancellations, reconciliations,
-// and every message redelivered or reordered at random. After every step
-// (life.apply) the structural invariants hold; at the end, once every
-// instance has ended, every instance-second is billed exactly once.
+// provider listings that lag behind launches or are applied long after
+// they were taken, and every message redelivered or reordered at random.
+// After every step the structural invariants hold (life.apply) and every
+// instance end the record has is the true one, never undone by older news
+// (world.checkEnds); at the end, once every instance has ended, every
+// instance-second is billed exactly once.
 func TestLifecycleProperties(t *testing.T) {
 	seeds := 300
 	if testing.Short() {
@@ -44,6 +47,7 @@ type world struct {
 	pending []Input             // delivered later, in any order
 	past    []Input             // delivered: redelivered at random
 	steps   int64               // checkpoint steps taken
+	ended   map[string]bool     // instances whose true end the record has
 }
 
 type minst struct {
@@ -62,7 +66,7 @@ func newWorld(t *testing.T, seed uint64) *world {
 	if rng.IntN(5) == 0 {
 		over["checkpoint"] = "{move_on_rebalance: true}"
 	}
-	return &world{t: t, rng: rng, l: newLife(t, over), cloud: map[string][]*minst{}}
+	return &world{t: t, rng: rng, l: newLife(t, over), cloud: map[string][]*minst{}, ended: map[string]bool{}}
 }
 
 func (w *world) chance(p float64) bool { return w.rng.Float64() < p }
@@ -124,7 +128,21 @@ func (w *world) environment() {
 		}
 	case 7:
 		if len(w.keys) > 0 {
-			w.deliver(w.observe(w.keys[w.rng.IntN(len(w.keys))]))
+			o := w.observe(w.keys[w.rng.IntN(len(w.keys))])
+			if w.chance(0.3) {
+				// The provider's API lags: instances launched in the
+				// last half minute are not listed yet.
+				o.Instances = slices.DeleteFunc(o.Instances, func(in Instance) bool {
+					return l.now.Sub(in.LaunchedAt) < 30*time.Second
+				})
+			}
+			if w.chance(0.5) {
+				// A listing applied a while after it was taken, past
+				// launches, ends and other listings since.
+				w.pending = append(w.pending, o)
+				break
+			}
+			w.deliver(o)
 		}
 	case 8:
 		switch {
@@ -182,9 +200,44 @@ func (w *world) forge() {
 // deliver applies an input and carries out its effects.
 func (w *world) deliver(in Input) {
 	res := w.l.apply(in)
+	w.checkEnds(in)
 	w.past = append(w.past, in)
 	for _, e := range res.Effects {
 		w.effect(e)
+	}
+}
+
+// checkEnds checks the record's instance ends against the world's: an
+// end it records is the instance's true end, and once it has that end no
+// later message (a listing taken before the end, a redelivered launch
+// answer) takes it away.
+func (w *world) checkEnds(in Input) {
+	s := &w.l.r.Status
+	attempts := slices.Clone(s.Attempts)
+	for _, a := range []*Attempt{s.Current, s.Previous} {
+		if a != nil {
+			attempts = append(attempts, *a)
+		}
+	}
+	for _, a := range attempts {
+		for _, sp := range a.Spans {
+			var truth *minst
+			for _, m := range w.cloud[a.LaunchKey] {
+				if m.id == sp.Instance {
+					truth = m
+				}
+			}
+			switch {
+			case truth == nil:
+				w.t.Fatalf("%s: attempt %d bills %s, which it did not launch", in.Name(), a.N, sp.Instance)
+			case !sp.To.IsZero() && !truth.to.IsZero() && !sp.To.Equal(truth.to):
+				w.t.Fatalf("%s: %s ended at %s, the record says %s", in.Name(), sp.Instance, truth.to, sp.To)
+			case !sp.To.IsZero() && truth.to.Equal(sp.To):
+				w.ended[sp.Instance] = true
+			case sp.To.IsZero() && w.ended[sp.Instance]:
+				w.t.Fatalf("%s undid the known end of %s (%s): %+v\n%s", in.Name(), sp.Instance, truth.to, in, describe(w.l.r))
+			}
+		}
 	}
 }
 
@@ -302,7 +355,8 @@ func (w *world) observe(key string) Observed {
 		}
 		insts = append(insts, x)
 	}
-	return Observed{Key: key, Instances: insts}
+	// Taken now: a redelivery or a late delivery says when it was true.
+	return Observed{Key: key, Instances: insts, At: w.l.now}
 }
 
 // drain ends the job and lets the world settle: every message delivered,
