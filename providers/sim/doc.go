@@ -30,7 +30,9 @@
 //     for good and unknown outcomes (some of which did launch), seeded,
 //     for chaos runs;
 //   - the event feed (watch.go): offers per region, price and capacity
-//     changes, instance transitions, notices.
+//     changes (what its own launches and ends did to the counts at most
+//     every Options.CountEvery: a burst of launches is one update, not one
+//     full offer list each), instance transitions, notices.
 //
 // The cloud's state is a function of its clock: every call first brings the
 // cloud up to the clock's current time (applying, each at its own time and
