@@ -11,12 +11,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spotwise/spotwise/auth"
 )
 
 // Client talks to a spotwise server over HTTP; the CLI uses it.
 type Client struct {
 	Base string
 	HTTP *http.Client
+	// Token is sent as "Authorization: Bearer <token>" (an API token or
+	// an OIDC ID token).
+	Token string
 }
 
 // NewClient returns a client for a server address ("127.0.0.1:8080" or a
@@ -122,6 +127,9 @@ func (c *Client) ListAll(ctx context.Context, q Query, max int) ([]Summary, erro
 }
 
 func (c *Client) do(req *http.Request, into any) (int, error) {
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return 0, fmt.Errorf("cannot reach the spotwise server at %s (is `spotwise server` running? set --server or SPOTWISE_SERVER): %w", c.Base, err)
@@ -143,4 +151,47 @@ func (c *Client) do(req *http.Request, into any) (int, error) {
 		return resp.StatusCode, fmt.Errorf("reading server answer: %w", err)
 	}
 	return resp.StatusCode, nil
+}
+
+// CreateToken makes an API token; the answer holds it, shown this once.
+func (c *Client) CreateToken(ctx context.Context, r TokenRequest) (*CreatedToken, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Base+"/v1/tokens", bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	var v CreatedToken
+	_, err = c.do(req, &v)
+	return &v, err
+}
+
+// ListTokens lists a team's tokens ("" for the caller's own team, or, for
+// an operator, every token).
+func (c *Client) ListTokens(ctx context.Context, team string) (*TokenList, error) {
+	u := c.Base + "/v1/tokens"
+	if team != "" {
+		u += "?team=" + url.QueryEscape(team)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	var v TokenList
+	_, err = c.do(req, &v)
+	return &v, err
+}
+
+// RevokeToken ends a token at once.
+func (c *Client) RevokeToken(ctx context.Context, id string) (*auth.Token, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.Base+"/v1/tokens/"+url.PathEscape(id), nil)
+	if err != nil {
+		return nil, err
+	}
+	var v auth.Token
+	_, err = c.do(req, &v)
+	return &v, err
 }

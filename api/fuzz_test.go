@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/spotwise/spotwise/api"
+	"github.com/spotwise/spotwise/auth"
 	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/job"
@@ -22,7 +23,7 @@ import (
 )
 
 var errorCodes = []string{api.CodeInvalidSpec, api.CodeInvalidRequest, api.CodeNotFound, api.CodeConflict, api.CodeAlreadyFinished,
-	api.CodeTooLarge, api.CodeMediaType, api.CodeMethod, api.CodeUnavailable, api.CodeInternal}
+	api.CodeTooLarge, api.CodeMediaType, api.CodeMethod, api.CodeUnavailable, api.CodeInternal, api.CodeUnauthenticated, api.CodeForbidden}
 
 // FuzzNATSSubmit sends hostile request bodies to the API's NATS subjects
 // (submit above all, and get, cancel and list) on a real bus: every
@@ -38,9 +39,21 @@ func FuzzNATSSubmit(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(bus.Close)
-	svc := api.NewService(bus, catalog.Default(), clk, zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())
 	f.Cleanup(cancel)
+	tokens, err := auth.OpenTokens(ctx, bus.TokenStore(), clk)
+	if err != nil {
+		f.Fatal(err)
+	}
+	authn, err := auth.NewAuthenticator(tokens, nil, clk)
+	if err != nil {
+		f.Fatal(err)
+	}
+	op, _, err := tokens.Create(ctx, auth.NewToken{Role: auth.Operator}, "fuzz")
+	if err != nil {
+		f.Fatal(err)
+	}
+	svc := api.NewService(bus, catalog.Default(), clk, zap.NewNop()).WithAuth(authn)
 	if err := svc.Start(ctx); err != nil {
 		f.Fatal(err)
 	}
@@ -108,7 +121,7 @@ func FuzzNATSSubmit(f *testing.F) {
 		before := stored(t)
 		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
 		defer rcancel()
-		b, err := bus.Request(rctx, subject, data)
+		b, err := bus.RequestWithHeader(rctx, subject, data, map[string]string{"Authorization": "Bearer " + op})
 		if err != nil {
 			t.Fatalf("request on %s not answered: %v", subject, err)
 		}

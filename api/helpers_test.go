@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/spotwise/spotwise/api"
+	"github.com/spotwise/spotwise/auth"
 	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/events/eventstest"
@@ -44,14 +45,55 @@ func newEnv(t *testing.T) *env {
 	e := &env{t: t, bus: bus, clk: clk, svc: startService(t, bus, clk)}
 	e.srv = httptest.NewServer(e.svc.Handler(nil))
 	t.Cleanup(e.srv.Close)
-	e.client = api.NewClient(e.srv.URL)
+	e.client = e.as("", auth.Operator)
 	return e
 }
 
-// startService starts an API service on bus with its index ready.
+// as is a client with a new token of role in team ("" for a platform
+// token).
+func (e *env) as(team string, role auth.Role) *api.Client {
+	e.t.Helper()
+	tok := newToken(e.t, e.bus, e.clk, auth.NewToken{Name: "test " + string(role), Team: team, Role: role})
+	c := api.NewClient(e.srv.URL)
+	c.Token = tok
+	return c
+}
+
+// newToken makes a token in the bus's token store.
+func newToken(t *testing.T, bus *events.Bus, clk clock.Clock, n auth.NewToken) string {
+	t.Helper()
+	tok, _, err := tokensOf(t, bus, clk).Create(t.Context(), n, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// tokensOf opens the token store of a bus.
+func tokensOf(t *testing.T, bus *events.Bus, clk clock.Clock) *auth.Tokens {
+	t.Helper()
+	tokens, err := auth.OpenTokens(t.Context(), bus.TokenStore(), clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tokens.Close)
+	return tokens
+}
+
+// asOp is a context for calling the service directly as an operator.
+func asOp(ctx context.Context) context.Context {
+	return auth.WithPrincipal(ctx, auth.System("test"))
+}
+
+// startService starts an API service on bus with its index ready; it
+// takes the tokens of the bus's token store.
 func startService(t *testing.T, bus *events.Bus, clk clock.Clock) *api.Service {
 	t.Helper()
-	svc := api.NewService(bus, catalog.Default(), clk, eventstest.Logger(t))
+	authn, err := auth.NewAuthenticator(tokensOf(t, bus, clk), nil, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := api.NewService(bus, catalog.Default(), clk, eventstest.Logger(t)).WithAuth(authn)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	// Start's context also bounds the index watch: use the test's.
@@ -156,7 +198,13 @@ func (e *env) do(method, path string, body []byte, header map[string]string) res
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	// As the operator, unless the test sends its own Authorization.
+	req.Header.Set("Authorization", "Bearer "+e.client.Token)
 	for k, v := range header {
+		if v == "" {
+			req.Header.Del(k)
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	// Redirects are answers a user would see too: do not follow them.
@@ -181,7 +229,7 @@ func (e *env) post(body []byte, header map[string]string) response {
 // submit creates a job through the service and returns its ID.
 func (e *env) submit(b *specBuilder) string {
 	e.t.Helper()
-	res, err := e.svc.Submit(e.t.Context(), b.YAML(), "", "test")
+	res, err := e.svc.Submit(asOp(e.t.Context()), b.YAML(), "", "test")
 	if err != nil {
 		e.t.Fatalf("submitting: %v", err)
 	}
@@ -191,7 +239,7 @@ func (e *env) submit(b *specBuilder) string {
 // list reads a listing through the service.
 func (e *env) list(q api.Query) *api.JobList {
 	e.t.Helper()
-	l, err := e.svc.List(e.t.Context(), q)
+	l, err := e.svc.List(asOp(e.t.Context()), q)
 	if err != nil {
 		e.t.Fatalf("listing: %v", err)
 	}

@@ -23,12 +23,15 @@ var acceptedTypes = map[string]bool{
 	"text/yaml": true, "text/x-yaml": true, "text/plain": true,
 }
 
-// Handler returns the HTTP API. extra handlers (metrics, health) are
-// mounted beside it.
+// Handler returns the HTTP API. extra handlers (metrics, status) are
+// mounted beside it, behind the same authentication: wrap each in
+// Require for the platform action it takes. Only /healthz is open.
 func (s *Service) Handler(extra map[string]http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/jobs", s.jobsCollection)
 	mux.HandleFunc("/v1/jobs/{id}", s.jobsItem)
+	mux.HandleFunc("/v1/tokens", s.tokensCollection)
+	mux.HandleFunc("/v1/tokens/{id}", s.tokensItem)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -38,7 +41,7 @@ func (s *Service) Handler(extra map[string]http.Handler) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no such endpoint: " + r.URL.Path})
 	})
-	return mux
+	return s.authHTTP(mux)
 }
 
 func (s *Service) jobsCollection(w http.ResponseWriter, r *http.Request) {

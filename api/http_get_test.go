@@ -88,7 +88,9 @@ func TestHandlerMountsExtraHandlers(t *testing.T) {
 		_, _ = w.Write([]byte("up 1\n"))
 	})})
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+e.client.Token)
+	h.ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK || rec.Body.String() != "up 1\n" {
 		t.Errorf("/metrics = %d %q, want the extra handler's answer", rec.Code, rec.Body.String())
 	}
@@ -143,7 +145,7 @@ func TestGetUnavailableStore(t *testing.T) {
 	id := e.submit(spec())
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	_, err := e.svc.Get(ctx, id)
+	_, err := e.svc.Get(asOp(ctx), id)
 	var ae *api.Error
 	if !errors.As(err, &ae) || ae.Code != api.CodeUnavailable || ae.Status != http.StatusServiceUnavailable {
 		t.Errorf("Get with a dead context = %v, want %s", err, api.CodeUnavailable)

@@ -39,7 +39,7 @@ func TestHTTPListFilters(t *testing.T) {
 	d := mk(spec().Name("vit").Team("vision"))
 	f := mk(spec().Name("llama").Team("nlp"))
 	for _, id := range []string{b, d} {
-		if _, err := e.svc.Cancel(t.Context(), id, "test"); err != nil {
+		if _, err := e.svc.Cancel(asOp(t.Context()), id, "test"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -212,7 +212,7 @@ func TestListNewestFirstWithIdempotencyKeys(t *testing.T) {
 	var want []string
 	for i, key := range []string{"", "k-1", "", "k-2", ""} {
 		e.clk.Advance(time.Second)
-		res, err := e.svc.Submit(t.Context(), spec().Name(fmt.Sprintf("job-%d", i)).YAML(), key, "test")
+		res, err := e.svc.Submit(asOp(t.Context()), spec().Name(fmt.Sprintf("job-%d", i)).YAML(), key, "test")
 		if err != nil {
 			t.Fatal(err)
 		}

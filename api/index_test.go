@@ -77,7 +77,7 @@ func TestIndexFollowsTheBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitListed(t, e, []string{mine})
-	if _, err := e.svc.Get(ctx, r.ID); !isCode(err, api.CodeNotFound) {
+	if _, err := e.svc.Get(asOp(ctx), r.ID); !isCode(err, api.CodeNotFound) {
 		t.Errorf("Get of a deleted job: %v, want %s", err, api.CodeNotFound)
 	}
 }
@@ -107,7 +107,7 @@ func TestIndexSkipsGarbledRecords(t *testing.T) {
 
 	for id := range garbled {
 		t.Run("get "+id, func(t *testing.T) {
-			_, err := e.svc.Get(ctx, id)
+			_, err := e.svc.Get(asOp(ctx), id)
 			var ae *api.Error
 			if !errors.As(err, &ae) || ae.Code == api.CodeNotFound {
 				t.Fatalf("Get of a garbled job: %v, want an error other than not found", err)
@@ -115,7 +115,7 @@ func TestIndexSkipsGarbledRecords(t *testing.T) {
 			if ae.Code != api.CodeInternal || ae.Status != http.StatusInternalServerError {
 				t.Errorf("Get of a garbled job: %+v, want %s (retrying will not help)", ae, api.CodeInternal)
 			}
-			if _, err := e.svc.Cancel(ctx, id, ""); !isCode(err, api.CodeInternal) {
+			if _, err := e.svc.Cancel(asOp(ctx), id, ""); !isCode(err, api.CodeInternal) {
 				t.Errorf("Cancel of a garbled job: %v, want %s", err, api.CodeInternal)
 			}
 			r := e.do(http.MethodGet, "/v1/jobs/"+id, nil, nil)
@@ -124,14 +124,14 @@ func TestIndexSkipsGarbledRecords(t *testing.T) {
 			}
 		})
 	}
-	if v, err := e.svc.Get(ctx, good); err != nil || v.Name != "good" {
+	if v, err := e.svc.Get(asOp(ctx), good); err != nil || v.Name != "good" {
 		t.Errorf("Get of a good job beside garbled ones: %+v, %v", v, err)
 	}
 
 	// A service started over a bucket holding garbage still starts, with
 	// every good job listed.
 	other := startService(t, e.bus, e.clk)
-	l, err := other.List(ctx, api.Query{})
+	l, err := other.List(asOp(ctx), api.Query{})
 	if err != nil || !slices.Equal(ids(l.Jobs), []string{later.ID, good}) {
 		t.Errorf("a new service lists %v, %v; want the two good jobs", ids(l.Jobs), err)
 	}
@@ -140,7 +140,7 @@ func TestIndexSkipsGarbledRecords(t *testing.T) {
 	if _, err := kv.Put(ctx, good, []byte("garbage")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.Get(ctx, good); !isCode(err, api.CodeInternal) {
+	if _, err := e.svc.Get(asOp(ctx), good); !isCode(err, api.CodeInternal) {
 		t.Errorf("Get of a job overwritten with garbage: %v", err)
 	}
 }
@@ -158,7 +158,7 @@ func TestStartIndexesStoredJobs(t *testing.T) {
 		want = append([]string{r.ID}, want...)
 	}
 	svc := startService(t, e.bus, e.clk)
-	l, err := svc.List(t.Context(), api.Query{Limit: 1000})
+	l, err := svc.List(asOp(t.Context()), api.Query{Limit: 1000})
 	if err != nil || !slices.Equal(ids(l.Jobs), want) {
 		t.Fatalf("first listing after Start: %d jobs, %v; want all %d", len(l.Jobs), err, len(want))
 	}

@@ -45,10 +45,10 @@ type Reply struct {
 // ServeNATS answers the job API's request subjects until stop is called.
 func (s *Service) ServeNATS(bus *events.Bus) (stop func(), err error) {
 	handlers := map[string]events.Responder{
-		events.SubjectSubmit: s.natsSubmit,
-		events.SubjectGet:    s.natsGet,
-		events.SubjectCancel: s.natsCancel,
-		events.SubjectList:   s.natsList,
+		events.SubjectSubmit: s.authNATS(s.natsSubmit),
+		events.SubjectGet:    s.authNATS(s.natsGet),
+		events.SubjectCancel: s.authNATS(s.natsCancel),
+		events.SubjectList:   s.authNATS(s.natsList),
 	}
 	var stops []func()
 	stopAll := func() {
@@ -131,6 +131,18 @@ func (s *Service) natsList(ctx context.Context, data []byte) []byte {
 		return reply(Reply{Error: asError(err)})
 	}
 	return reply(Reply{List: l})
+}
+
+// authNATS authenticates a request by its Authorization header, as the
+// HTTP API does: the same tokens, the same rules.
+func (s *Service) authNATS(h events.Responder) events.Responder {
+	return func(ctx context.Context, data []byte) []byte {
+		ctx, aerr := s.authenticate(ctx, events.RequestHeader(ctx, "Authorization"))
+		if aerr != nil {
+			return reply(Reply{Error: aerr})
+		}
+		return h(ctx, data)
+	}
 }
 
 func reply(r Reply) []byte {

@@ -30,7 +30,7 @@ func (e *env) request(subject string, data []byte) api.Reply {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(e.t.Context(), 5*time.Second)
 	defer cancel()
-	b, err := e.bus.Request(ctx, subject, data)
+	b, err := e.bus.RequestWithHeader(ctx, subject, data, map[string]string{"Authorization": "Bearer " + e.client.Token})
 	if err != nil {
 		e.t.Fatalf("request %s: %v", subject, err)
 	}
@@ -235,7 +235,10 @@ func TestNATSQueueGroupAnswersOnce(t *testing.T) {
 	const n = 5
 	for i := range n {
 		e.clk.Advance(time.Second)
-		if err := nc.PublishRequest(events.SubjectSubmit, inbox, spec().Name("q"+string(rune('a'+i))).YAML()); err != nil {
+		m := nats.NewMsg(events.SubjectSubmit)
+		m.Reply, m.Data = inbox, spec().Name("q"+string(rune('a'+i))).YAML()
+		m.Header.Set("Authorization", "Bearer "+e.client.Token)
+		if err := nc.PublishMsg(m); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/spotwise/spotwise/auth"
 	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/job"
@@ -23,6 +24,7 @@ type Service struct {
 	clock clock.Clock
 	log   *zap.Logger
 	ix    *index
+	authn *auth.Authenticator
 }
 
 // NewService returns the job API over a bus; vocab is what specs are
@@ -60,12 +62,20 @@ type SubmitResult struct {
 // the first one created; a different spec under the same key is refused.
 // Nothing is stored unless the spec is valid.
 func (s *Service) Submit(ctx context.Context, body []byte, idempotencyKey, via string) (*SubmitResult, error) {
-	spec, err := job.Parse(body, s.vocab)
+	p, err := s.principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// A spec that names no team is the submitter's team's.
+	spec, err := job.ParseFor(body, s.vocab, p.Team)
 	if err != nil {
 		if ve, ok := job.AsValidationError(err); ok {
 			return nil, errInvalidSpec(ve)
 		}
 		return nil, errBadRequest("%v", err)
+	}
+	if !p.Can(auth.SubmitJobs, spec.Team) {
+		return nil, errForbidden(p, "submit jobs for team "+spec.Team)
 	}
 	if len(idempotencyKey) > 256 {
 		return nil, errBadRequest("idempotency key is longer than 256 characters")
@@ -93,11 +103,11 @@ func (s *Service) Submit(ctx context.Context, body []byte, idempotencyKey, via s
 	// The watch will bring the record to the index too; applying it now
 	// means a listing right after the submission shows the job.
 	s.ix.apply(events.JobChange{ID: id, Revision: rev, Record: rec})
-	s.log.Info("job submitted", zap.String("job", id), zap.String("name", spec.Name), zap.String("team", spec.Team), zap.String("via", via))
+	s.log.Info("job submitted", zap.String("job", id), zap.String("name", spec.Name), zap.String("team", spec.Team), zap.String("via", via), zap.String("by", p.Subject))
 	if err := s.bus.Publish(ctx, events.SubjectJobSubmitted, &events.JobSubmitted{JobID: id, Name: spec.Name, Team: spec.Team, Priority: spec.Prio(), SubmittedAt: now, Via: via}); err != nil {
 		s.log.Warn("announcing submission (the scheduler still sees the job)", zap.String("job", id), zap.Error(err))
 	}
-	msg := "queued via " + via
+	msg := "queued via " + via + " by " + p.Subject
 	if !deadline.IsZero() {
 		msg += ", deadline " + deadline.UTC().Format(time.RFC3339)
 	}
@@ -127,6 +137,10 @@ func (s *Service) replay(ctx context.Context, id, specHash string) (*SubmitResul
 
 // Get returns a job with its history and, if queued, why it is pending.
 func (s *Service) Get(ctx context.Context, id string) (*JobView, error) {
+	p, err := s.principal(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if !job.ValidID(id) {
 		return nil, errNotFound(id)
 	}
@@ -136,6 +150,10 @@ func (s *Service) Get(ctx context.Context, id string) (*JobView, error) {
 	}
 	if err != nil {
 		return nil, storeError(err)
+	}
+	if !p.Can(auth.ReadJobs, rec.Spec.Team) {
+		// Another team's job is not there, as far as the caller can tell.
+		return nil, errNotFound(id)
 	}
 	return s.view(ctx, rec)
 }
@@ -173,7 +191,19 @@ func (s *Service) pendingReasons(ctx context.Context, id string) []job.PendingRe
 }
 
 // List returns a page of jobs, newest first.
-func (s *Service) List(_ context.Context, q Query) (*JobList, error) {
+func (s *Service) List(ctx context.Context, q Query) (*JobList, error) {
+	p, err := s.principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !p.Can(auth.ReadJobs, q.Team) {
+		if q.Team != "" {
+			// Another team's jobs: none the caller may see.
+			return &JobList{Jobs: []Summary{}}, nil
+		}
+		// Only the caller's team is there to list.
+		q.Team = p.Team
+	}
 	for _, st := range q.States {
 		if !st.Valid() {
 			return nil, errBadRequest("unknown state %q", st)
@@ -192,13 +222,23 @@ func (s *Service) List(_ context.Context, q Query) (*JobList, error) {
 // Cancel cancels a job; the scheduler releases its capacity. Cancelling a
 // cancelled job is not an error; cancelling a finished one is.
 func (s *Service) Cancel(ctx context.Context, id, reason string) (*JobView, error) {
+	p, err := s.principal(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if !job.ValidID(id) {
 		return nil, errNotFound(id)
 	}
 	now := s.clock.Now()
 	var res job.Result
 	rec, rev, err := s.jobs.Modify(ctx, id, func(r *job.Record) error {
-		res = job.Apply(r, job.Cancel{Message: reason}, now)
+		switch team := r.Spec.Team; {
+		case !p.Can(auth.ReadJobs, team):
+			return errNotFound(id)
+		case !p.Can(auth.CancelJobs, team):
+			return errForbidden(p, "cancel jobs of team "+team)
+		}
+		res = job.Apply(r, job.Cancel{Message: reason, By: p.Subject}, now)
 		switch {
 		case res.Verdict == job.Duplicate:
 			return events.ErrNoChange
@@ -220,7 +260,7 @@ func (s *Service) Cancel(ctx context.Context, id, reason string) (*JobView, erro
 	if res.Changed() {
 		// The scheduler sees the cancelled job in the bucket and lets its
 		// capacity go; the history entry is the API's to write.
-		s.log.Info("job cancelled", zap.String("job", id))
+		s.log.Info("job cancelled", zap.String("job", id), zap.String("by", p.Subject))
 		for _, e := range res.Effects {
 			h, ok := e.(job.History)
 			if !ok {

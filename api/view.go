@@ -106,6 +106,22 @@ func lastPlacement(r *job.Record) *job.Placement {
 	return nil
 }
 
+// Withheld is what the API shows in place of a secret_env value.
+const Withheld = "(secret)"
+
+// withheld is the spec as the API shows it: secret_env's names, not its
+// values.
+func withheld(s job.Spec) *job.Spec {
+	if len(s.SecretEnv) > 0 {
+		names := make(map[string]string, len(s.SecretEnv))
+		for k := range s.SecretEnv {
+			names[k] = Withheld
+		}
+		s.SecretEnv = names
+	}
+	return &s
+}
+
 func viewOf(r *job.Record, now time.Time, reasons []job.PendingReason, history []events.HistoryEntry) *JobView {
 	v := &JobView{
 		ID: r.ID, Name: r.Spec.Name, Team: r.Spec.Team, Priority: r.Spec.Prio(), State: r.Status.State,
@@ -113,7 +129,7 @@ func viewOf(r *job.Record, now time.Time, reasons []job.PendingReason, history [
 		Attempt: r.Status.Attempt, SubmittedAt: r.Status.SubmittedAt, DeadlineAt: timePtr(r.Status.DeadlineAt),
 		StartedAt: timePtr(r.Status.StartedAt), FinishedAt: timePtr(r.Status.FinishedAt),
 		PendingReasons: reasons, Events: make([]EventView, 0, len(history)), Attempts: r.Status.Attempts,
-		WorkLost: r.Status.WorkLost, Spec: &r.Spec, Checkpoint: r.Status.Checkpoint, Preemptions: r.Status.Preemptions,
+		WorkLost: r.Status.WorkLost, Spec: withheld(r.Spec), Checkpoint: r.Status.Checkpoint, Preemptions: r.Status.Preemptions,
 	}
 	if v.PendingReasons == nil {
 		v.PendingReasons = []job.PendingReason{}

@@ -112,6 +112,7 @@ type Bus struct {
 	jobs     *JobStore
 	meta     *KV
 	sim      *KV
+	tokens   *KV
 	leases   jetstream.KeyValue
 	leaseTTL time.Duration
 	garbled  atomic.Int64
@@ -276,6 +277,7 @@ func (b *Bus) ensure(ctx context.Context, client bool) error {
 	b.jobs = &JobStore{kv: kvs[BucketJobs], log: b.log}
 	b.meta = &KV{kv: kvs[BucketMeta]}
 	b.sim = &KV{kv: kvs[BucketSim]}
+	b.tokens = &KV{kv: kvs[BucketTokens]}
 	b.leases = kvs[BucketLeases]
 	return nil
 }
@@ -313,6 +315,9 @@ func (b *Bus) Meta() *KV { return b.meta }
 
 // SimStore is the bucket where the simulated cloud keeps its instances.
 func (b *Bus) SimStore() *KV { return b.sim }
+
+// TokenStore is the bucket of API tokens (auth.Tokens reads and writes it).
+func (b *Bus) TokenStore() *KV { return b.tokens }
 
 // Conn is the underlying NATS connection, for tests and tools.
 func (b *Bus) Conn() *nats.Conn { return b.nc }

@@ -266,6 +266,9 @@ func (b *Bus) Serve(subject string, r Responder) (stop func(), err error) {
 	sub, err := b.nc.QueueSubscribe(subject, APIQueue, func(m *nats.Msg) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		if len(m.Header) > 0 {
+			ctx = context.WithValue(ctx, headerKey{}, m.Header)
+		}
 		reply, ok := b.recovered(subject, func() []byte { return r(ctx, m.Data) })
 		if !ok {
 			reply = ErrorReply
@@ -280,6 +283,30 @@ func (b *Bus) Serve(subject string, r Responder) (stop func(), err error) {
 		return nil, fmt.Errorf("serving %s: %w", subject, err)
 	}
 	return b.reading(Reading{Kind: "serve", Name: subject, Subjects: []string{subject}}, func() { _ = sub.Unsubscribe() }), nil
+}
+
+type headerKey struct{}
+
+// RequestHeader is a header of the request a Responder answers ("" when
+// it has none).
+func RequestHeader(ctx context.Context, name string) string {
+	h, _ := ctx.Value(headerKey{}).(nats.Header)
+	return h.Get(name)
+}
+
+// RequestWithHeader sends a request with headers (an Authorization
+// token) and waits for the reply.
+func (b *Bus) RequestWithHeader(ctx context.Context, subject string, data []byte, header map[string]string) ([]byte, error) {
+	msg := nats.NewMsg(subject)
+	msg.Data = data
+	for k, v := range header {
+		msg.Header.Set(k, v)
+	}
+	m, err := b.nc.RequestMsgWithContext(ctx, msg)
+	if err != nil {
+		return nil, fmt.Errorf("request %s: %w", subject, err)
+	}
+	return m.Data, nil
 }
 
 // ErrNoResponders: nobody listens on a request's subject (yet).

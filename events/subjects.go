@@ -125,6 +125,7 @@ const (
 	BucketMeta   = "spotwise_meta"
 	BucketSim    = "spotwise_sim"
 	BucketLeases = "spotwise_leases"
+	BucketTokens = "spotwise_tokens"
 )
 
 // streamConfigs is the retention of every stream, written down once. Limits
@@ -170,6 +171,7 @@ func bucketConfigs(replicas int, leaseTTL time.Duration) []jetstream.KeyValueCon
 		{Bucket: BucketMeta, Description: "server metadata: the simulated clock", History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
 		{Bucket: BucketSim, Description: "the simulated cloud's instances", History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
 		{Bucket: BucketLeases, Description: "leases: which server schedules", History: 1, TTL: leaseTTL, Storage: jetstream.FileStorage, Replicas: replicas},
+		{Bucket: BucketTokens, Description: "API tokens (hashed): who they stand for, expiry, revocation", History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
 	}
 }
 

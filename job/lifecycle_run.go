@@ -1,6 +1,7 @@
 package job
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 )
@@ -83,7 +84,11 @@ type Exited struct {
 }
 
 // Cancel: a user cancelled the job.
-type Cancel struct{ Message string }
+type Cancel struct {
+	Message string
+	// By is who cancelled (the API's principal); "" says "user".
+	By string
+}
 
 // Expire: the job, waiting for capacity, can no longer meet its deadline.
 type Expire struct{ Message string }
@@ -511,7 +516,7 @@ func (t *tx) cancel(in Cancel) {
 		t.stale("the job already " + string(s.State))
 		return
 	}
-	msg := "cancelled by user"
+	msg := "cancelled by " + cmp.Or(in.By, "user")
 	if in.Message != "" {
 		msg += ": " + in.Message
 	}

@@ -369,6 +369,7 @@ func (s Spec) clone() Spec {
 	}
 	s.Labels = maps.Clone(s.Labels)
 	s.Env = maps.Clone(s.Env)
+	s.SecretEnv = maps.Clone(s.SecretEnv)
 	s.Command = slices.Clone(s.Command)
 	s.Resources.Accelerators = slices.Clone(s.Resources.Accelerators)
 	pl := &s.Placement

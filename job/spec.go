@@ -61,6 +61,12 @@ type Spec struct {
 	Image   string            `json:"image,omitempty"`
 	Command []string          `json:"command,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
+	// SecretEnv is environment the workload gets whose values the API
+	// never returns and nothing logs (tokens, passwords). It is kept in
+	// the job record in the server's store and handed to the instance at
+	// launch: put there what the workload needs to fetch the real
+	// secrets (a short-lived credential), not long-lived keys.
+	SecretEnv map[string]string `json:"secret_env,omitempty"`
 
 	// Workload (training, fine-tuning, inference) and Precision (fp16,
 	// bf16, fp32, int8) select the throughput class used to convert Work
@@ -172,7 +178,11 @@ type Vocabulary interface {
 // against vocab. The error, if any, is a *ValidationError naming each bad
 // field. A YAML stream of several documents is refused: one spec is one
 // job.
-func Parse(data []byte, vocab Vocabulary) (Spec, error) {
+func Parse(data []byte, vocab Vocabulary) (Spec, error) { return ParseFor(data, vocab, "") }
+
+// ParseFor is Parse for a submitter whose spec names no team: it is
+// team's ("" leaves the default team).
+func ParseFor(data []byte, vocab Vocabulary, team string) (Spec, error) {
 	raw, fe := specJSON(data)
 	if fe != nil {
 		return Spec{}, &ValidationError{Errors: []FieldError{*fe}}
@@ -185,6 +195,9 @@ func Parse(data []byte, vocab Vocabulary) (Spec, error) {
 	// a mistake and must be refused, not silently run on one node.
 	if explicitZeroNodes(raw) {
 		errs.add("resources.nodes", "must be between 1 and %d", maxNodes)
+	}
+	if s.Team == "" {
+		s.Team = team
 	}
 	s.Normalize()
 	// Validation sees what decoding left behind: a field that did not

@@ -41,6 +41,12 @@ func (s *Spec) Validate(vocab Vocabulary) error {
 	}
 	checkMap(&e, "labels", s.Labels, nameRE)
 	checkMap(&e, "env", s.Env, envKeyRE)
+	checkMap(&e, "secret_env", s.SecretEnv, envKeyRE)
+	for k := range s.SecretEnv {
+		if _, both := s.Env[k]; both {
+			e.add("secret_env."+k, "is also in env: give a variable in one of them")
+		}
+	}
 	if s.Image == "" && len(s.Command) == 0 {
 		e.add("command", "give a command, an image, or both")
 	}

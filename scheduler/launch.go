@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"go.uber.org/zap"
@@ -142,7 +143,7 @@ func (s *Scheduler) workloadOf(r *job.Record, a job.Attempt) providers.Workload 
 		plan.Interval = bidding.CheckpointInterval(plan.Duration, s.interruptionRate(a.Placement))
 	}
 	w := providers.Workload{
-		Image: spec.Image, Command: spec.Command, Env: spec.Env,
+		Image: spec.Image, Command: spec.Command, Env: workloadEnv(*spec),
 		ReferenceGPU: spec.Work.ReferenceGPU, ReferenceSeconds: spec.Work.ReferenceDuration(spec.TotalGPUs()).Seconds(),
 		Class: spec.Class(), Checkpoint: plan, StartAfter: a.StartAfter,
 	}
@@ -162,4 +163,16 @@ func (s *Scheduler) interruptionRate(p job.Placement) float64 {
 		}
 	}
 	return bidding.PriorRate(p.Provider, providers.PurchaseOption(p.Purchase))
+}
+
+// workloadEnv is what the workload's environment gets: env and
+// secret_env together.
+func workloadEnv(spec job.Spec) map[string]string {
+	if len(spec.SecretEnv) == 0 {
+		return spec.Env
+	}
+	env := make(map[string]string, len(spec.Env)+len(spec.SecretEnv))
+	maps.Copy(env, spec.Env)
+	maps.Copy(env, spec.SecretEnv)
+	return env
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spotwise/spotwise/api"
+	"github.com/spotwise/spotwise/auth"
 	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events/eventstest"
 	"github.com/spotwise/spotwise/job"
@@ -25,15 +26,29 @@ import (
 
 // apiServer is the real API service on an embedded NATS server, over HTTP.
 type apiServer struct {
-	svc *api.Service
-	url string
+	svc   *api.Service
+	url   string
+	token string // an operator's
 }
 
 func startAPI(t *testing.T) *apiServer {
 	t.Helper()
 	clk := clock.NewFake(time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC))
 	bus := eventstest.NewBus(t, clk)
-	svc := api.NewService(bus, catalog.Default(), clk, eventstest.Logger(t))
+	tokens, err := auth.OpenTokens(t.Context(), bus.TokenStore(), clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tokens.Close)
+	authn, err := auth.NewAuthenticator(tokens, nil, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := tokens.Create(t.Context(), auth.NewToken{Role: auth.Operator}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := api.NewService(bus, catalog.Default(), clk, eventstest.Logger(t)).WithAuth(authn)
 	ready := make(chan error, 1)
 	go func() { ready <- svc.Start(t.Context()) }()
 	select {
@@ -46,13 +61,13 @@ func startAPI(t *testing.T) *apiServer {
 	}
 	srv := httptest.NewServer(svc.Handler(nil))
 	t.Cleanup(srv.Close)
-	return &apiServer{svc: svc, url: srv.URL}
+	return &apiServer{svc: svc, url: srv.URL, token: tok}
 }
 
 // names lists the stored jobs' names, sorted.
 func (a *apiServer) names(t *testing.T) []string {
 	t.Helper()
-	l, err := a.svc.List(context.Background(), api.Query{})
+	l, err := a.svc.List(auth.WithPrincipal(context.Background(), auth.System("test")), api.Query{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +92,7 @@ func (a *apiServer) submit(t *testing.T, stdin string, args ...string) submitRun
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)
 	cmd.SetIn(strings.NewReader(stdin))
-	cmd.SetArgs(append([]string{"--server", a.url}, args...))
+	cmd.SetArgs(append([]string{"--server", a.url, "--token", a.token}, args...))
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true
 	err := cmd.ExecuteContext(t.Context())
 	return submitRun{out.String(), errOut.String(), err}
@@ -299,14 +314,14 @@ func TestSubmitWaitsForEveryDocument(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("submit --wait submitted %d of 2 documents before waiting", len(jobs))
 		}
-		l, err := a.svc.List(context.Background(), api.Query{})
+		l, err := a.svc.List(auth.WithPrincipal(context.Background(), auth.System("test")), api.Query{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		jobs = l.Jobs
 	}
 	for _, j := range jobs {
-		if _, err := a.svc.Cancel(context.Background(), j.ID, "test"); err != nil {
+		if _, err := a.svc.Cancel(auth.WithPrincipal(context.Background(), auth.System("test")), j.ID, "test"); err != nil {
 			t.Fatal(err)
 		}
 	}

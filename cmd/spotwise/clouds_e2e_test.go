@@ -81,6 +81,7 @@ func startCloudServer(t *testing.T, set func(c *server.Config, natsURL, ckptURI 
 	}
 	cs.srv, cs.cfg = s, cfg
 	cs.client = api.NewClient(s.HTTPAddr())
+	cs.client.Token = s.OperatorToken()
 	t.Cleanup(cs.stop)
 	return cs
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spotwise/spotwise/api"
+	"github.com/spotwise/spotwise/auth"
 	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/providers"
@@ -36,13 +37,45 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	// The CLI reads (and a server writes) $XDG_CONFIG_HOME/spotwise:
+	// never the user's own in tests.
+	cfgHome, err := os.MkdirTemp("", "spotwise-test-config")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CONFIG_HOME", cfgHome)
+	code := m.Run()
+	os.RemoveAll(cfgHome)
+	os.Exit(code)
 }
 
 type serverProc struct {
-	cmd  *exec.Cmd
-	addr string
-	log  *os.File
+	cmd   *exec.Cmd
+	addr  string
+	log   *os.File
+	token string // the operator token the server left in its data dir
+}
+
+// client is an API client with the operator token.
+func (p *serverProc) client() *api.Client {
+	c := api.NewClient(p.addr)
+	c.Token = p.token
+	return c
+}
+
+// get sends an authenticated GET to the server.
+func (p *serverProc) get(t *testing.T, path string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+p.addr+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }
 
 // logText is everything the server (and its agents) logged so far.
@@ -66,7 +99,7 @@ func freeAddr(t *testing.T) string {
 
 func startProc(t *testing.T, dir, addr string, extra ...string) *serverProc {
 	t.Helper()
-	args := append([]string{"server", "--data-dir", dir, "--http-addr", addr, "--nats-listen", "", "--log-level", "warn", "--log-format", "json"}, extra...)
+	args := append([]string{"server", "--data-dir", dir, "--http-addr", addr, "--nats-listen", "", "--log-level", "warn", "--log-format", "json", "--no-client-config"}, extra...)
 	logf, err := os.OpenFile(filepath.Join(t.TempDir(), "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +128,11 @@ func startProc(t *testing.T, dir, addr string, extra ...string) *serverProc {
 		resp.Body.Close()
 		return nil
 	})
+	b, err := os.ReadFile(filepath.Join(dir, auth.OperatorTokenFile))
+	if err != nil {
+		t.Fatalf("the server left no operator token: %v", err)
+	}
+	p.token = strings.TrimSpace(string(b))
 	return p
 }
 
@@ -106,12 +144,9 @@ func (p *serverProc) kill9(t *testing.T) {
 	_ = p.cmd.Wait()
 }
 
-func instancesOf(t *testing.T, addr string) []providers.Instance {
+func instancesOf(t *testing.T, p *serverProc) []providers.Instance {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/v1/instances")
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := p.get(t, "/v1/instances")
 	defer resp.Body.Close()
 	var body struct {
 		Instances []providers.Instance `json:"instances"`
@@ -135,7 +170,7 @@ func TestKill9MidRunLosesNothingAndLaunchesNothingTwice(t *testing.T) {
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	p := startProc(t, dir, addr, "--sim-speed", "900")
-	c := api.NewClient(addr)
+	c := p.client()
 	ctx := context.Background()
 	specs := map[string]int{ // file -> nodes
 		"bert-finetune.yaml": 1, "resnet50-spot.yaml": 1, "eu-only.yaml": 1, "batch-inference.yaml": 1, "multi-node": 4,
@@ -177,7 +212,8 @@ func TestKill9MidRunLosesNothingAndLaunchesNothingTwice(t *testing.T) {
 	})
 	p.kill9(t)
 
-	startProc(t, dir, addr, "--sim-speed", "900")
+	// The same data dir: the same operator token.
+	p = startProc(t, dir, addr, "--sim-speed", "900")
 	for _, id := range ids {
 		testutil.CheckFor(t, 90*time.Second, 100*time.Millisecond, func() error {
 			v, err := c.Get(ctx, id)
@@ -191,7 +227,7 @@ func TestKill9MidRunLosesNothingAndLaunchesNothingTwice(t *testing.T) {
 		})
 	}
 	byJob := map[string][]providers.Instance{}
-	for _, in := range instancesOf(t, addr) {
+	for _, in := range instancesOf(t, p) {
 		byJob[in.JobID] = append(byJob[in.JobID], in)
 	}
 	for _, id := range ids {

@@ -3,11 +3,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -44,22 +46,22 @@ Then, from another shell:
 		SilenceErrors: true,
 		Version:       version,
 	}
-	root.AddCommand(newServerCmd(), newSubmitCmd(), newJobsCmd(), newJobCmd(), newCancelCmd(), newDemoWorkloadCmd(), newSimCmd(), newAgentCmd(), newQuoteCmd(), newSimulateCmd())
+	root.AddCommand(newServerCmd(), newSubmitCmd(), newJobsCmd(), newJobCmd(), newCancelCmd(), newDemoWorkloadCmd(), newSimCmd(), newAgentCmd(), newQuoteCmd(), newSimulateCmd(), newTokenCmd())
 	return root
 }
 
 // clientFlags are the flags of every command that talks to a server.
 type clientFlags struct {
 	server string
+	token  string
 	output string
 }
 
+const defaultServer = "127.0.0.1:8080"
+
 func (f *clientFlags) register(cmd *cobra.Command) {
-	def := os.Getenv("SPOTWISE_SERVER")
-	if def == "" {
-		def = "127.0.0.1:8080"
-	}
-	cmd.Flags().StringVar(&f.server, "server", def, "spotwise server address (env SPOTWISE_SERVER)")
+	cmd.Flags().StringVar(&f.server, "server", "", "spotwise server address (env SPOTWISE_SERVER, then the client config file, then "+defaultServer+")")
+	cmd.Flags().StringVar(&f.token, "token", "", "API token or OIDC ID token (env SPOTWISE_TOKEN, then the client config file that `spotwise server` writes)")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "output format: table or json")
 }
 
@@ -67,7 +69,45 @@ func (f *clientFlags) client() (*api.Client, error) {
 	if f.output != "table" && f.output != "json" {
 		return nil, fmt.Errorf("--output must be table or json, not %q", f.output)
 	}
-	return api.NewClient(f.server), nil
+	server, token, err := resolveClient(f.server, f.token, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	c := api.NewClient(server)
+	c.Token = token
+	return c, nil
+}
+
+// resolveClient picks the server and token: flags, then SPOTWISE_SERVER
+// and SPOTWISE_TOKEN, then the client config file. The file's token goes
+// only to the file's server: a token for the local server is not sent to
+// another one named by a flag.
+func resolveClient(server, token string, getenv func(string) string) (string, string, error) {
+	server = cmp.Or(server, getenv("SPOTWISE_SERVER"))
+	token = cmp.Or(token, getenv("SPOTWISE_TOKEN"))
+	if server != "" && token != "" {
+		return server, token, nil
+	}
+	cc, _, err := loadClientConfig()
+	if err != nil {
+		return "", "", fmt.Errorf("client config: %w", err)
+	}
+	if server == "" {
+		server = cmp.Or(cc.Server, defaultServer)
+	}
+	if token == "" && cc.Token != "" && sameServer(server, cmp.Or(cc.Server, defaultServer)) {
+		token = cc.Token
+	}
+	return server, token, nil
+}
+
+// sameServer compares addresses with or without a scheme.
+func sameServer(a, b string) bool {
+	trim := func(s string) string {
+		s = strings.TrimPrefix(strings.TrimPrefix(s, "http://"), "https://")
+		return strings.TrimRight(s, "/")
+	}
+	return trim(a) == trim(b)
 }
 
 func printError(err error) {

@@ -72,10 +72,16 @@ func (w *webhook) count(substr string) int {
 	return n
 }
 
-func simPost(t *testing.T, addr, action string, body any) {
+func simPost(t *testing.T, p *serverProc, action string, body any) {
 	t.Helper()
 	b, _ := json.Marshal(body)
-	resp, err := http.Post("http://"+addr+"/v1/sim/"+action, "application/json", bytes.NewReader(b))
+	req, err := http.NewRequest(http.MethodPost, "http://"+p.addr+"/v1/sim/"+action, bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +126,7 @@ alerts:
 	}
 	addr := freeAddr(t)
 	p := startProc(t, t.TempDir(), addr, "--config", cfg, "--sim-speed", "240", "--log-level", "info", "--nats-listen", "127.0.0.1:-1")
-	c := api.NewClient(addr)
+	c := p.client()
 	ctx := context.Background()
 	const steps = 1000
 	spec := fmt.Sprintf(`name: survivor
@@ -158,18 +164,18 @@ checkpoint: {duration: 20s}
 		// simulation runs: the simulated clock stands still from the
 		// notice until the checkpoint is stored and the replacement
 		// chosen, so the window is what it is whatever the machine's load.
-		simPost(t, addr, "clock", map[string]bool{"paused": true})
+		simPost(t, p, "clock", map[string]bool{"paused": true})
 		if i == 1 {
-			simPost(t, addr, "preempt", map[string]string{"zone": cur.Placement.Zone}) // a storm
+			simPost(t, p, "preempt", map[string]string{"zone": cur.Placement.Zone}) // a storm
 		} else {
-			simPost(t, addr, "preempt", map[string]string{"job": v.ID})
+			simPost(t, p, "preempt", map[string]string{"job": v.ID})
 		}
 		waitFor("checkpointed and replaced", func(j *api.JobView) bool {
 			// Migrating: the notice's checkpoint is stored (checkpointing
 			// before that); the replacement is chosen.
 			return j.State == job.Migrating && j.Attempt == i+2
 		})
-		simPost(t, addr, "clock", map[string]bool{"paused": false})
+		simPost(t, p, "clock", map[string]bool{"paused": false})
 	}
 	// Finished: its last attempt closed once its capacity was gone (the
 	// teardown billed), and the history has the success.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -14,7 +15,7 @@ import (
 
 func newServerCmd() *cobra.Command {
 	var configFile string
-	var dryRun bool
+	var dryRun, noClientConfig bool
 	cfg := server.Defaults()
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -54,7 +55,22 @@ then SPOTWISE_* environment variables, then flags.`,
 				return err
 			}
 			defer s.Close()
-			printBanner(s, merged)
+			clientFile := ""
+			if v, _ := strconv.ParseBool(os.Getenv("SPOTWISE_NO_CLIENT_CONFIG")); v {
+				noClientConfig = true
+			}
+			if !noClientConfig {
+				// The CLI on this machine talks to this server with
+				// nothing set: the README's `make run`, then submit.
+				scheme := "http://"
+				if merged.HTTPTLS.CertFile != "" {
+					scheme = "https://"
+				}
+				if clientFile, err = writeClientConfig(clientConfig{Server: scheme + s.HTTPAddr(), Token: s.OperatorToken()}); err != nil {
+					log.Warn("writing the client config (the CLI needs --token or SPOTWISE_TOKEN)", zap.Error(err))
+				}
+			}
+			printBanner(s, merged, clientFile)
 			<-cmd.Context().Done()
 			log.Info("shutting down")
 			return nil
@@ -66,6 +82,9 @@ then SPOTWISE_* environment variables, then flags.`,
 	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "where the embedded NATS server keeps its store")
 	f.StringVar(&cfg.NodeName, "node-name", "", "this server's name among several on one NATS cluster (env SPOTWISE_NODE_NAME)")
 	f.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP API address")
+	f.StringVar(&cfg.HTTPTLS.CertFile, "tls-cert", "", "serve the API over TLS with this certificate (PEM)")
+	f.StringVar(&cfg.HTTPTLS.KeyFile, "tls-key", "", "the TLS certificate's key (PEM)")
+	f.BoolVar(&noClientConfig, "no-client-config", false, "do not write the server's address and operator token into the CLI's config file ($XDG_CONFIG_HOME/spotwise/config.yaml; env SPOTWISE_NO_CLIENT_CONFIG)")
 	f.StringVar(&cfg.NATS.URL, "nats-url", "", "external NATS server or cluster (comma-separated URLs); empty runs the embedded server")
 	f.StringVar(&cfg.NATS.Listen, "nats-listen", cfg.NATS.Listen, "client address of the embedded NATS server (empty: in-process only)")
 	f.StringVar(&cfg.NATS.CredsFile, "nats-creds", "", "NATS credentials file (JWT and nkey)")
@@ -94,6 +113,8 @@ func applyFlags(cmd *cobra.Command, cfg *server.Config, flagged server.Config) {
 		"data-dir":               func() { cfg.DataDir = flagged.DataDir },
 		"node-name":              func() { cfg.NodeName = flagged.NodeName },
 		"http-addr":              func() { cfg.HTTPAddr = flagged.HTTPAddr },
+		"tls-cert":               func() { cfg.HTTPTLS.CertFile = flagged.HTTPTLS.CertFile },
+		"tls-key":                func() { cfg.HTTPTLS.KeyFile = flagged.HTTPTLS.KeyFile },
 		"nats-url":               func() { cfg.NATS.URL = flagged.NATS.URL },
 		"nats-listen":            func() { cfg.NATS.Listen = flagged.NATS.Listen },
 		"nats-creds":             func() { cfg.NATS.CredsFile = flagged.NATS.CredsFile },
@@ -136,7 +157,7 @@ func newLogger(c server.LogConfig) (*zap.Logger, error) {
 	return zc.Build()
 }
 
-func printBanner(s *server.Server, cfg server.Config) {
+func printBanner(s *server.Server, cfg server.Config, clientFile string) {
 	nats := s.NATSURL()
 	if cfg.NATS.URL != "" {
 		nats = "external"
@@ -147,16 +168,27 @@ func printBanner(s *server.Server, cfg server.Config) {
 	if cfg.Sim.Speed == 1 {
 		speed = "real time"
 	}
+	scheme := "http"
+	if cfg.HTTPTLS.CertFile != "" {
+		scheme = "https"
+	}
+	client := "the CLI needs --token or SPOTWISE_TOKEN (the operator token is in the file above)"
+	if clientFile != "" {
+		client = "server and operator token written to " + clientFile
+	}
 	fmt.Fprintf(os.Stderr, `
 spotwise is running
-  HTTP API        http://%s
+  HTTP API        %s://%s
   NATS            %s
   simulated cloud %s (seed %d), %s
   clock           %s
+  operator token  %s
+  CLI             %s
 
 Submit a job from another shell:
   spotwise submit examples/bert-finetune.yaml
   spotwise jobs
 
-`, s.HTTPAddr(), nats, speed, cfg.Sim.Seed, job.Duration(cfg.Scheduler.ReconcileInterval).D().String()+" reconciliation", s.Clock().Now().UTC().Format("2006-01-02 15:04:05 MST"))
+`, scheme, s.HTTPAddr(), nats, speed, cfg.Sim.Seed, job.Duration(cfg.Scheduler.ReconcileInterval).D().String()+" reconciliation", s.Clock().Now().UTC().Format("2006-01-02 15:04:05 MST"),
+		s.OperatorTokenFile(), client)
 }

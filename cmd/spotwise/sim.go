@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/spotwise/spotwise/api"
 	"github.com/spotwise/spotwise/internal/server"
 	"github.com/spotwise/spotwise/job"
 )
@@ -49,7 +50,7 @@ func newSimClockCmd() *cobra.Command {
 				method = http.MethodPost
 				body, _ = json.Marshal(server.ClockRequest{Paused: args[0] == "pause"})
 			}
-			data, err := simCall(cmd.Context(), c.Base, c.HTTP, method, "clock", body)
+			data, err := simCall(cmd.Context(), c, method, "clock", body)
 			if err != nil {
 				return err
 			}
@@ -75,7 +76,8 @@ func newSimClockCmd() *cobra.Command {
 
 // simCall sends one request to /v1/sim/<action> and returns the reply's
 // body, or the server's error.
-func simCall(ctx context.Context, base string, hc *http.Client, method, action string, body []byte) ([]byte, error) {
+func simCall(ctx context.Context, c *api.Client, method, action string, body []byte) ([]byte, error) {
+	base, hc := c.Base, c.HTTP
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	hreq, err := http.NewRequestWithContext(ctx, method, base+"/v1/sim/"+action, bytes.NewReader(body))
@@ -83,6 +85,9 @@ func simCall(ctx context.Context, base string, hc *http.Client, method, action s
 		return nil, err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
+	if c.Token != "" {
+		hreq.Header.Set("Authorization", "Bearer "+c.Token)
+	}
 	resp, err := hc.Do(hreq)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach the spotwise server at %s: %w", base, err)
@@ -116,7 +121,7 @@ func newSimActionCmd(action, short string) *cobra.Command {
 			}
 			req.In = job.Duration(in)
 			body, _ := json.Marshal(req)
-			data, err := simCall(cmd.Context(), c.Base, c.HTTP, http.MethodPost, action, body)
+			data, err := simCall(cmd.Context(), c, http.MethodPost, action, body)
 			if err != nil {
 				return err
 			}

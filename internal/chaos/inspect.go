@@ -34,6 +34,7 @@ func (r *run) call(ctx context.Context, method, path string, body, out any) erro
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+r.client.Token)
 	resp, err := r.client.HTTP.Do(req)
 	if err != nil {
 		return err

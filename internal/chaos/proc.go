@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/spotwise/spotwise/auth"
 )
 
 // proc is one server process.
@@ -29,6 +31,9 @@ func (r *run) env() []string {
 	o := r.o
 	return []string{
 		"SPOTWISE_DATA_DIR=" + filepath.Join(o.Dir, "data"),
+		// The CLI config the server would write is not the user's.
+		"SPOTWISE_NO_CLIENT_CONFIG=true",
+		"XDG_CONFIG_HOME=" + filepath.Join(o.Dir, "config"),
 		"SPOTWISE_HTTP_ADDR=" + r.http,
 		"SPOTWISE_NATS_LISTEN=" + r.nats,
 		"SPOTWISE_LOG_LEVEL=warn",
@@ -97,6 +102,11 @@ func (r *run) startServer(ctx context.Context) error {
 			return fmt.Errorf("the server did not answer in 90s (log %s)", logPath)
 		}
 	}
+	tok, err := os.ReadFile(filepath.Join(r.o.Dir, "data", auth.OperatorTokenFile))
+	if err != nil {
+		return fmt.Errorf("the server left no operator token: %w", err)
+	}
+	r.client.Token = strings.TrimSpace(string(tok))
 	if err := r.ledger.connect(ctx, "nats://"+r.nats); err != nil {
 		return fmt.Errorf("watching the job bucket: %w", err)
 	}

@@ -16,7 +16,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/spotwise/spotwise/api"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/job"
 )
@@ -50,9 +49,9 @@ func fillStore(b *testing.B, s *Server, ended, queued int) {
 		if i < ended {
 			spec = done
 		}
-		r, err := svc.Submit(ctx, spec, "", "bench")
+		r, err := svc.Submit(asOperator(ctx), spec, "", "bench")
 		if err == nil && i < ended {
-			_, err = svc.Cancel(ctx, r.Job.ID, "history")
+			_, err = svc.Cancel(asOperator(ctx), r.Job.ID, "history")
 		}
 		return err
 	})
@@ -134,7 +133,7 @@ func BenchmarkSubmitToPlaced200PerSecond(b *testing.B) {
 	// from when it has, or its catching up would be counted as latency.
 	<-ready
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	c := api.NewClient(s.HTTPAddr())
+	c := clientOf(s)
 	c.HTTP = client
 	var lat []time.Duration
 	for b.Loop() {
@@ -223,7 +222,7 @@ func BenchmarkMemory100kQueuedJobs(b *testing.B) {
 		svc := s.api // the server's own, so the listing index is counted once
 		spec := []byte("name: queued\nteam: bench\ncommand: [python, train.py, --epochs, '90']\nimage: ghcr.io/example/train:1.0\nresources: {gpus_per_node: 8, accelerators: [H100, A100]}\nwork: 48h on V100\nmax_price_per_hour: 0.01\ndeadline: 30d\n")
 		submitAll(b, total, func(ctx context.Context, _ int) error {
-			_, err := svc.Submit(ctx, spec, "", "bench")
+			_, err := svc.Submit(asOperator(ctx), spec, "", "bench")
 			return err
 		})
 		deadline := time.Now().Add(10 * time.Minute)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spotwise/spotwise/agent"
 	"github.com/spotwise/spotwise/bidding"
+	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/providers/aws"
 	"github.com/spotwise/spotwise/providers/azure"
@@ -196,3 +197,9 @@ func simulatedProviders(cat *catalog.Catalog, cfg Config) []string {
 
 // defaultPolicy is the deadline policy the scheduler uses.
 func defaultPolicy() bidding.Policy { return bidding.Spotwise{} }
+
+// WithWallClock sets the clock tokens expire by (tests; default the real
+// clock: tokens expire in real time, not in the simulated cloud's).
+func WithWallClock(c clock.Clock) Option {
+	return func(s *Server) { s.wallClock = c }
+}

@@ -160,7 +160,7 @@ func TestDryRunOnLiveAWSPricesLaunchesNothing(t *testing.T) {
 	svc := api.NewService(bus, nil, clock.Real{}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rec, err := svc.Submit(ctx, []byte("name: inference\ncommand: [serve]\nresources: {gpus_per_node: 1, accelerators: [A10G]}\nwork: 3h on A10G\npurchase: spot\n"), "", "test")
+	rec, err := svc.Submit(asOperator(ctx), []byte("name: inference\ncommand: [serve]\nresources: {gpus_per_node: 1, accelerators: [A10G]}\nwork: 3h on A10G\npurchase: spot\n"), "", "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/spotwise/spotwise/alerts"
+	"github.com/spotwise/spotwise/auth"
 	"sigs.k8s.io/yaml"
 
 	"github.com/spotwise/spotwise/job"
@@ -54,9 +55,30 @@ type Config struct {
 	Feeds       FeedsConfig       `json:"feeds"`
 	Checkpoints CheckpointsConfig `json:"checkpoints"`
 	Alerts      alerts.Config     `json:"alerts"`
+	// HTTPTLS serves the API over TLS (both files, PEM).
+	HTTPTLS TLSFiles `json:"http_tls"`
+	// Auth is who may call the API (always on: see AuthConfig).
+	Auth AuthConfig `json:"auth"`
 	// Providers are the real clouds; each one set sells its capacity in
 	// place of the simulated cloud's copy of that provider.
 	Providers ProvidersConfig `json:"providers"`
+}
+
+// TLSFiles are a certificate and its key, PEM files.
+type TLSFiles struct {
+	CertFile string `json:"cert_file"`
+	KeyFile  string `json:"key_file"`
+}
+
+// AuthConfig says whose credentials the API takes. Authentication is
+// always on: API tokens (spotwise token create) work with nothing set;
+// OIDC issuers add people signing in with the organisation's identity
+// provider.
+type AuthConfig struct {
+	OIDC []auth.OIDCIssuer `json:"oidc"`
+	// OperatorTokenFile is where the first start writes an operator
+	// token; default <data_dir>/operator.token.
+	OperatorTokenFile string `json:"operator_token_file"`
 }
 
 // ProvidersConfig configures the real clouds (nil: not used). Their
@@ -370,6 +392,21 @@ func (c *Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		bad("http_addr", "%q is not host:port", c.HTTPAddr)
+	}
+	if (c.HTTPTLS.CertFile == "") != (c.HTTPTLS.KeyFile == "") {
+		bad("http_tls", "give both cert_file and key_file (--tls-cert and --tls-key)")
+	}
+	for _, f := range []struct{ field, path string }{{"http_tls.cert_file", c.HTTPTLS.CertFile}, {"http_tls.key_file", c.HTTPTLS.KeyFile}} {
+		if f.path != "" {
+			if _, err := os.Stat(f.path); err != nil {
+				bad(f.field, "%v", err)
+			}
+		}
+	}
+	for i, o := range c.Auth.OIDC {
+		if err := o.Validate(); err != nil {
+			bad(fmt.Sprintf("auth.oidc[%d]", i), "%v", err)
+		}
 	}
 	if c.NATS.Listen != "" {
 		if _, _, err := net.SplitHostPort(c.NATS.Listen); err != nil {

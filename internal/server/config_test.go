@@ -90,6 +90,9 @@ func sameEmpty(c Config) Config {
 	if len(c.Alerts.Webhooks) == 0 {
 		c.Alerts.Webhooks = nil
 	}
+	if len(c.Auth.OIDC) == 0 {
+		c.Auth.OIDC = nil
+	}
 	return c
 }
 

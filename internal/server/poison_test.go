@@ -21,7 +21,6 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/spotwise/spotwise/alerts"
-	"github.com/spotwise/spotwise/api"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/events/eventstest"
 	"github.com/spotwise/spotwise/internal/testutil"
@@ -100,7 +99,7 @@ func TestPoisonMessagesAreDroppedOnceAndNotRedelivered(t *testing.T) {
 	// No capacity taken back by chance: the running job must run on.
 	cfg.Sim.Interruptions = SimInterruptions{}
 	s, logs := startObserved(t, cfg)
-	c := api.NewClient(s.HTTPAddr())
+	c := clientOf(s)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -151,7 +150,7 @@ func TestPoisonMessagesAreDroppedOnceAndNotRedelivered(t *testing.T) {
 				// A request: the answer says what is wrong; nothing is
 				// dropped, since nothing is stored.
 				for _, data := range [][]byte{poison, []byte(`{garbled`)} {
-					reply, err := s.Bus().Request(ctx, subject, data)
+					reply, err := opRequest(ctx, s, subject, data)
 					if err != nil {
 						t.Fatalf("request on %s: %v", subject, err)
 					}
@@ -197,7 +196,7 @@ func TestPoisonMessagesAreDroppedOnceAndNotRedelivered(t *testing.T) {
 		return nil
 	})
 	// On /metrics, by consumer and reason.
-	metrics := scrapeDropped(t, s.HTTPAddr())
+	metrics := scrapeDropped(t, s)
 	for k, n := range want {
 		if metrics[k] != n {
 			t.Errorf("/metrics: spotwise_events_dropped_total%v = %d, want %d (all: %v)", k, metrics[k], n, metrics)
@@ -267,7 +266,7 @@ func TestPoisonMessagesAreDroppedOnceAndNotRedelivered(t *testing.T) {
 	if m, err := prices.GetLastMsgForSubject(ctx, concrete("spotwise.prices.>", "")); !errors.Is(err, jetstream.ErrMsgNotFound) {
 		t.Errorf("the price stream still holds the dropped message %v (%v)", m, err)
 	}
-	waitState(t, api.NewClient(s2.HTTPAddr()), next.ID, job.Running, 10*time.Second)
+	waitState(t, clientOf(s2), next.ID, job.Running, 10*time.Second)
 	if got := s2.Bus().Dropped(); len(got) != 0 {
 		t.Errorf("after the restart, dropped %v: a poison message was delivered again", got)
 	}
@@ -279,9 +278,14 @@ func TestPoisonMessagesAreDroppedOnceAndNotRedelivered(t *testing.T) {
 }
 
 // scrapeDropped reads spotwise_events_dropped_total from /metrics.
-func scrapeDropped(t *testing.T, addr string) map[events.DropKey]int64 {
+func scrapeDropped(t *testing.T, s *Server) map[events.DropKey]int64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	req, err := http.NewRequest(http.MethodGet, "http://"+s.HTTPAddr()+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+s.OperatorToken())
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

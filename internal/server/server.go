@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/spotwise/spotwise/alerts"
 	"github.com/spotwise/spotwise/api"
+	"github.com/spotwise/spotwise/auth"
 	"github.com/spotwise/spotwise/checkpoint"
 	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
@@ -53,6 +55,9 @@ type Server struct {
 	closeOnce   sync.Once
 	awsOpts     []aws.Option
 	azureOpts   []azure.Option
+	tokens      *auth.Tokens
+	opToken     string
+	wallClock   clock.Clock // tokens' expiry; nil: the real clock
 }
 
 // Start brings a server up and returns once it accepts requests.
@@ -97,7 +102,11 @@ func (s *Server) start(ctx, rctx context.Context) error {
 	}
 	s.log.Info("checkpoint store", zap.String("uri", redactURI(s.checkpoints.URI())))
 
-	s.api = api.NewService(bus, cat, s.clock, s.log.Named("api"))
+	authn, err := s.openAuth(ctx)
+	if err != nil {
+		return err
+	}
+	s.api = api.NewService(bus, cat, s.clock, s.log.Named("api")).WithAuth(authn)
 	if err := s.startIndex(ctx, rctx); err != nil {
 		return err
 	}
@@ -136,10 +145,10 @@ func (s *Server) start(ctx, rctx context.Context) error {
 		s.goRun(rctx, "alert delivery", n.Run)
 	}
 	handler := s.api.Handler(map[string]http.Handler{
-		"/metrics":      promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		"/v1/status":    http.HandlerFunc(s.status),
-		"/v1/instances": http.HandlerFunc(s.instances),
-		"/v1/sim/":      http.HandlerFunc(s.simHTTP),
+		"/metrics":      api.Require(auth.Observe, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})),
+		"/v1/status":    api.Require(auth.Observe, http.HandlerFunc(s.status)),
+		"/v1/instances": api.Require(auth.Observe, http.HandlerFunc(s.instances)),
+		"/v1/sim/":      api.Require(auth.Operate, http.HandlerFunc(s.simHTTP)),
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -148,10 +157,19 @@ func (s *Server) start(ctx, rctx context.Context) error {
 	s.httpAddr = ln.Addr()
 	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	tlsOn := cfg.HTTPTLS.CertFile != ""
+	if !tlsOn && !isLoopback(s.httpAddr) {
+		s.log.Warn("the API listens beyond loopback without TLS: tokens cross the network in the clear; give --tls-cert and --tls-key (or put a TLS proxy in front)",
+			zap.String("http", s.httpAddr.String()))
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		serve := func() error { return s.http.Serve(ln) }
+		if tlsOn {
+			serve = func() error { return s.http.ServeTLS(ln, cfg.HTTPTLS.CertFile, cfg.HTTPTLS.KeyFile) }
+		}
+		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("HTTP server stopped", zap.Error(err))
 		}
 	}()
@@ -215,7 +233,7 @@ func (s *Server) lead(ctx context.Context) error {
 			MinStay: cfg.Scheduler.Arbitrage.MinStay.D()},
 	})
 	if cloud != nil {
-		stopControl, err := s.bus.Serve(SubjectSimControl, s.simControl(cloud))
+		stopControl, err := s.bus.Serve(SubjectSimControl, s.operatorOnly(s.simControl(cloud)))
 		if err != nil {
 			return err
 		}
@@ -406,6 +424,9 @@ func (s *Server) Close() {
 		}
 		s.cancel()
 		s.wg.Wait()
+		if s.tokens != nil {
+			s.tokens.Close()
+		}
 		if s.bus != nil {
 			s.bus.Close()
 		}
@@ -527,4 +548,47 @@ func putAnchor(ctx context.Context, bus *events.Bus, a clock.Anchor) error {
 		return fmt.Errorf("storing the simulated clock: %w", err)
 	}
 	return nil
+}
+
+// openAuth opens the token store, makes sure an operator token exists
+// (writing it where the configuration says) and returns the
+// authenticator of the API.
+func (s *Server) openAuth(ctx context.Context) (*auth.Authenticator, error) {
+	wall := s.wallClock
+	if wall == nil {
+		wall = clock.Real{}
+	}
+	tokens, err := auth.OpenTokens(ctx, s.bus.TokenStore(), wall)
+	if err != nil {
+		return nil, err
+	}
+	s.tokens = tokens
+	path := s.OperatorTokenFile()
+	tok, created, err := auth.Bootstrap(ctx, tokens, path)
+	if err != nil {
+		return nil, err
+	}
+	s.opToken = tok
+	if created {
+		s.log.Info("operator token written (it can do everything: keep it safe)", zap.String("file", path))
+	}
+	return auth.NewAuthenticator(tokens, s.cfg.Auth.OIDC, wall)
+}
+
+// OperatorTokenFile is where the operator token made at first start is.
+func (s *Server) OperatorTokenFile() string {
+	if p := s.cfg.Auth.OperatorTokenFile; p != "" {
+		return p
+	}
+	return filepath.Join(cmp.Or(s.cfg.DataDir, "."), auth.OperatorTokenFile)
+}
+
+// OperatorToken is a token of the operator role (the one in
+// OperatorTokenFile).
+func (s *Server) OperatorToken() string { return s.opToken }
+
+// isLoopback reports whether a listener's address is a loopback one.
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }

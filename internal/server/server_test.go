@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spotwise/spotwise/api"
+	"github.com/spotwise/spotwise/auth"
 	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/events/eventstest"
@@ -47,6 +48,23 @@ func startServer(t *testing.T, cfg Config) *Server {
 	}
 	t.Cleanup(s.Close)
 	return s
+}
+
+// clientOf is an API client of s with its operator token.
+func clientOf(s *Server) *api.Client {
+	c := api.NewClient(s.HTTPAddr())
+	c.Token = s.OperatorToken()
+	return c
+}
+
+// opRequest sends a NATS API request with s's operator token.
+func opRequest(ctx context.Context, s *Server, subject string, data []byte) ([]byte, error) {
+	return s.Bus().RequestWithHeader(ctx, subject, data, map[string]string{"Authorization": "Bearer " + s.OperatorToken()})
+}
+
+// asOperator is a context for calling the API service directly.
+func asOperator(ctx context.Context) context.Context {
+	return auth.WithPrincipal(ctx, auth.System("test"))
 }
 
 func example(t *testing.T, name string) []byte {
@@ -85,7 +103,7 @@ func kinds(v *api.JobView) []string {
 
 func TestJobRunsToSuccessOverHTTP(t *testing.T) {
 	s := startServer(t, testConfig(t.TempDir()))
-	c := api.NewClient(s.HTTPAddr())
+	c := clientOf(s)
 	ctx := context.Background()
 	v, created, err := c.Submit(ctx, example(t, "bert-finetune.yaml"), "application/yaml", "")
 	if err != nil || !created {
@@ -165,7 +183,7 @@ func TestJobRunsToSuccessOverNATS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, _ := json.Marshal(api.SubmitRequest{Spec: mustJSON(string(example(t, "resnet50-spot.yaml"))), IdempotencyKey: "resnet-1"})
-	b, err := s.Bus().Request(ctx, events.SubjectSubmit, req)
+	b, err := opRequest(ctx, s, events.SubjectSubmit, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,18 +193,18 @@ func TestJobRunsToSuccessOverNATS(t *testing.T) {
 	}
 	id := rep.Job.ID
 	// A retry with the same key finds the same job.
-	b, _ = s.Bus().Request(ctx, events.SubjectSubmit, req)
+	b, _ = opRequest(ctx, s, events.SubjectSubmit, req)
 	var again api.Reply
 	if err := json.Unmarshal(b, &again); err != nil || again.Job == nil || again.Job.ID != id || again.Created {
 		t.Fatalf("retried submission: %s", b)
 	}
-	c := api.NewClient(s.HTTPAddr())
+	c := clientOf(s)
 	done := waitState(t, c, id, job.Succeeded, 60*time.Second)
 	if done.Placement.Purchase != string(providers.Spot) {
 		t.Errorf("spot-only job ran on %s", done.Placement.Purchase)
 	}
 	get, _ := json.Marshal(api.JobRequest{ID: id})
-	b, err = s.Bus().Request(ctx, events.SubjectGet, get)
+	b, err = opRequest(ctx, s, events.SubjectGet, get)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +223,7 @@ func TestCancelReleasesCapacity(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	cfg.Sim.Speed = 60 // slow enough to catch it running
 	s := startServer(t, cfg)
-	c := api.NewClient(s.HTTPAddr())
+	c := clientOf(s)
 	ctx := context.Background()
 	v, _, err := c.Submit(ctx, example(t, "llm-pretrain.yaml"), "application/yaml", "")
 	if err != nil {
@@ -261,7 +279,7 @@ func TestCancelReleasesCapacity(t *testing.T) {
 
 func TestUnplaceableJobStaysQueuedWithReasons(t *testing.T) {
 	s := startServer(t, testConfig(t.TempDir()))
-	c := api.NewClient(s.HTTPAddr())
+	c := clientOf(s)
 	v, _, err := c.Submit(context.Background(), example(t, "too-cheap.yaml"), "application/yaml", "")
 	if err != nil {
 		t.Fatal(err)
@@ -285,7 +303,7 @@ func TestUnplaceableJobStaysQueuedWithReasons(t *testing.T) {
 
 func TestMalformedSpecsAreRejectedAndNothingIsStored(t *testing.T) {
 	s := startServer(t, testConfig(t.TempDir()))
-	c := api.NewClient(s.HTTPAddr())
+	c := clientOf(s)
 	ctx := context.Background()
 	cases := []struct {
 		name, body, code, field string
@@ -332,7 +350,7 @@ func TestGarbledEventsAreDroppedAndSchedulingGoesOn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := api.NewClient(s.HTTPAddr())
+	c := clientOf(s)
 	v, _, err := c.Submit(ctx, example(t, "eu-only.yaml"), "application/yaml", "")
 	if err != nil {
 		t.Fatal(err)
@@ -363,7 +381,7 @@ func TestScheduledRefreshHealsTheOfferBook(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := api.NewClient(s.HTTPAddr())
+	c := clientOf(s)
 	v, _, err := c.Submit(ctx, []byte("name: east\ncommand: [x]\nresources: {gpus_per_node: 1}\nwork: 1h on T4\nplacement: {regions: [us-east-1]}\n"), "application/yaml", "")
 	if err != nil {
 		t.Fatal(err)
@@ -400,7 +418,7 @@ func TestStandbyTakesOverRunningJobs(t *testing.T) {
 		t.Fatalf("a should lead and b stand by (a cloud %v, b cloud %v)", a.Cloud() != nil, b.Cloud() != nil)
 	}
 	ctx := context.Background()
-	cb := api.NewClient(b.HTTPAddr())
+	cb := clientOf(b)
 	v, _, err := cb.Submit(ctx, []byte("name: long\ncommand: [x]\nresources: {gpus_per_node: 1, accelerators: [T4]}\nwork: 3h on T4\npurchase: on-demand\n"), "application/yaml", "")
 	if err != nil {
 		t.Fatal(err)
@@ -440,7 +458,7 @@ func TestDryRunPricesAndPlansWithoutLaunching(t *testing.T) {
 	svc := api.NewService(bus, nil, clock.Real{}, nil)
 	ctx := context.Background()
 	for _, f := range []string{"eu-only.yaml", "too-cheap.yaml"} {
-		if _, err := svc.Submit(ctx, example(t, f), "", "test"); err != nil {
+		if _, err := svc.Submit(asOperator(ctx), example(t, f), "", "test"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -479,7 +497,7 @@ func TestSecondServerOnADataDirRefusesToStart(t *testing.T) {
 	if msg := err.Error(); !strings.Contains(msg, "in use by spotwise server pid "+fmt.Sprint(os.Getpid())) || !strings.Contains(msg, dir) {
 		t.Fatalf("refusal %q does not name the directory and the process holding it", msg)
 	}
-	c := api.NewClient(first.HTTPAddr())
+	c := clientOf(first)
 	if _, err := c.List(ctx, api.Query{}); err != nil {
 		t.Fatalf("the first server stopped answering: %v", err)
 	}

@@ -15,8 +15,11 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/spotwise/spotwise/api"
+	"github.com/spotwise/spotwise/auth"
 	"github.com/spotwise/spotwise/checkpoint"
 	"github.com/spotwise/spotwise/clock"
+	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/providers/sim"
 )
@@ -53,6 +56,21 @@ func (s *Server) simControl(cloud *sim.Cloud) func(context.Context, []byte) []by
 		}
 		ids, err := runSimRequest(cloud, req)
 		return simReply(ids, err)
+	}
+}
+
+// operatorOnly answers the simulated cloud's NATS controls for operators
+// only (the token in the request's Authorization header), as over HTTP.
+func (s *Server) operatorOnly(h func(context.Context, []byte) []byte) func(context.Context, []byte) []byte {
+	return func(ctx context.Context, data []byte) []byte {
+		p, err := s.api.Authenticate(ctx, events.RequestHeader(ctx, "Authorization"))
+		if err != nil {
+			return simReply(nil, err)
+		}
+		if !p.Can(auth.Operate, "") {
+			return simReply(nil, api.Forbidden(p, auth.Operate.String()))
+		}
+		return h(ctx, data)
 	}
 }
 
@@ -221,7 +239,8 @@ func (s *Server) simHTTP(w http.ResponseWriter, r *http.Request) {
 	data, _ := json.Marshal(req)
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	replyData, err := s.bus.Request(ctx, SubjectSimControl, data)
+	// The scheduling server answers, checking the same token again.
+	replyData, err := s.bus.RequestWithHeader(ctx, SubjectSimControl, data, map[string]string{"Authorization": r.Header.Get("Authorization")})
 	if err != nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "unavailable", "message": "the simulated cloud did not answer: " + err.Error()}})
