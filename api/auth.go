@@ -89,8 +89,12 @@ func (s *Service) authHTTP(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		ctx, aerr := s.authenticate(r.Context(), r.Header.Get("Authorization"))
+		ctx := WithSource(r.Context(), r.RemoteAddr)
+		ctx, aerr := s.authenticate(ctx, r.Header.Get("Authorization"))
 		if aerr != nil {
+			if action := refusedAction(r); action != "" {
+				s.Audit(ctx, action, "", "", aerr)
+			}
 			if aerr.Status == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="spotwise"`)
 			}
@@ -104,17 +108,24 @@ func (s *Service) authHTTP(next http.Handler) http.Handler {
 // Require lets through only principals that may do a platform action
 // (auth.Observe, auth.Operate); the handler it wraps must be mounted
 // behind the API's authentication (Handler's extra handlers are).
-func Require(a auth.Action, h http.Handler) http.Handler {
+// A change refused is on the audit record.
+func (s *Service) Require(a auth.Action, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := auth.FromContext(r.Context())
+		var refused *Error
 		switch {
 		case !ok:
-			writeError(w, errUnauthenticated(errors.New("no token")))
+			refused = errUnauthenticated(errors.New("no token"))
 		case !p.Can(a, ""):
-			writeError(w, errForbidden(p, a.String()))
+			refused = errForbidden(p, a.String())
 		default:
 			h.ServeHTTP(w, r)
+			return
 		}
+		if action := refusedAction(r); action != "" {
+			s.Audit(r.Context(), action, "", "", refused)
+		}
+		writeError(w, refused)
 	})
 }
 
@@ -163,12 +174,15 @@ func (s *Service) CreateToken(ctx context.Context, req TokenRequest) (*CreatedTo
 		req.Team = p.Team
 	}
 	if !p.Grants(req.Team, req.Role) {
-		return nil, errForbidden(p, fmt.Sprintf("create a %s token for %s", req.Role, teamName(req.Team)))
+		err := errForbidden(p, fmt.Sprintf("create a %s token for %s", req.Role, teamName(req.Team)))
+		s.Audit(ctx, "token.create", "", req.Team, err)
+		return nil, err
 	}
 	secret, tok, err := tokens.Create(ctx, auth.NewToken{Name: req.Name, Team: req.Team, Role: req.Role, TTL: req.TTL.D()}, p.Subject)
 	if err != nil {
 		return nil, errBadRequest("%v", err)
 	}
+	s.Audit(ctx, "token.create", tok.ID, tok.Team, nil)
 	s.log.Info("token created", zap.String("token", tok.ID), zap.String("team", tok.Team), zap.String("role", string(tok.Role)), zap.String("by", p.Subject))
 	return &CreatedToken{Token: secret, Info: *tok}, nil
 }
@@ -193,6 +207,13 @@ func (s *Service) ListTokens(ctx context.Context, team string) (*TokenList, erro
 // RevokeToken ends a token at once. A token another team's admin could
 // not see is "not found".
 func (s *Service) RevokeToken(ctx context.Context, id string) (*auth.Token, error) {
+	var team string
+	tok, err := s.revokeToken(ctx, id, &team)
+	s.Audit(ctx, "token.revoke", id, team, err)
+	return tok, err
+}
+
+func (s *Service) revokeToken(ctx context.Context, id string, team *string) (*auth.Token, error) {
 	p, tokens, err := s.tokenCaller(ctx)
 	if err != nil {
 		return nil, err
@@ -207,6 +228,9 @@ func (s *Service) RevokeToken(ctx context.Context, id string) (*auth.Token, erro
 		return nil, notFound
 	case err != nil:
 		return nil, errUnavailable(err)
+	}
+	*team = tok.Team
+	switch {
 	case !p.Can(auth.ManageTokens, tok.Team) || tok.Team == "" && p.Role != auth.Operator:
 		if p.Can(auth.ReadJobs, tok.Team) && tok.Team != "" {
 			return nil, errForbidden(p, "revoke the tokens of "+teamName(tok.Team))

@@ -195,3 +195,24 @@ func (c *Client) RevokeToken(ctx context.Context, id string) (*auth.Token, error
 	_, err = c.do(req, &v)
 	return &v, err
 }
+
+// ListAudit reads audit records (team "" for the caller's team or, for an
+// operator, everything; since as "24h" or an RFC 3339 time).
+func (c *Client) ListAudit(ctx context.Context, team, target, since string, limit int) (*AuditList, error) {
+	v := url.Values{}
+	for k, x := range map[string]string{"team": team, "target": target, "since": since} {
+		if x != "" {
+			v.Set(k, x)
+		}
+	}
+	if limit > 0 {
+		v.Set("limit", strconv.Itoa(limit))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base+"/v1/audit?"+v.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	var l AuditList
+	_, err = c.do(req, &l)
+	return &l, err
+}

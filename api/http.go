@@ -32,6 +32,7 @@ func (s *Service) Handler(extra map[string]http.Handler) http.Handler {
 	mux.HandleFunc("/v1/jobs/{id}", s.jobsItem)
 	mux.HandleFunc("/v1/tokens", s.tokensCollection)
 	mux.HandleFunc("/v1/tokens/{id}", s.tokensItem)
+	mux.HandleFunc("/v1/audit", s.auditHTTP)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

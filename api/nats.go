@@ -133,12 +133,20 @@ func (s *Service) natsList(ctx context.Context, data []byte) []byte {
 	return reply(Reply{List: l})
 }
 
+// natsActions are the request subjects that change something (audited
+// even when refused).
+var natsActions = map[string]string{events.SubjectSubmit: "job.submit", events.SubjectCancel: "job.cancel"}
+
 // authNATS authenticates a request by its Authorization header, as the
 // HTTP API does: the same tokens, the same rules.
 func (s *Service) authNATS(h events.Responder) events.Responder {
 	return func(ctx context.Context, data []byte) []byte {
+		ctx = WithSource(ctx, "nats")
 		ctx, aerr := s.authenticate(ctx, events.RequestHeader(ctx, "Authorization"))
 		if aerr != nil {
+			if action := natsActions[events.RequestSubject(ctx)]; action != "" {
+				s.Audit(ctx, action, "", "", aerr)
+			}
 			return reply(Reply{Error: aerr})
 		}
 		return h(ctx, data)

@@ -62,28 +62,41 @@ type SubmitResult struct {
 // the first one created; a different spec under the same key is refused.
 // Nothing is stored unless the spec is valid.
 func (s *Service) Submit(ctx context.Context, body []byte, idempotencyKey, via string) (*SubmitResult, error) {
+	res, team, err := s.submit(ctx, body, idempotencyKey, via)
+	if res == nil || res.Created || err != nil {
+		id := ""
+		if res != nil {
+			id = res.Job.ID
+		}
+		s.Audit(ctx, "job.submit", id, team, err)
+	}
+	return res, err
+}
+
+func (s *Service) submit(ctx context.Context, body []byte, idempotencyKey, via string) (_ *SubmitResult, team string, _ error) {
 	p, err := s.principal(ctx)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	// A spec that names no team is the submitter's team's.
 	spec, err := job.ParseFor(body, s.vocab, p.Team)
 	if err != nil {
 		if ve, ok := job.AsValidationError(err); ok {
-			return nil, errInvalidSpec(ve)
+			return nil, p.Team, errInvalidSpec(ve)
 		}
-		return nil, errBadRequest("%v", err)
+		return nil, p.Team, errBadRequest("%v", err)
 	}
+	team = spec.Team
 	if !p.Can(auth.SubmitJobs, spec.Team) {
-		return nil, errForbidden(p, "submit jobs for team "+spec.Team)
+		return nil, team, errForbidden(p, "submit jobs for team "+spec.Team)
 	}
 	if len(idempotencyKey) > 256 {
-		return nil, errBadRequest("idempotency key is longer than 256 characters")
+		return nil, team, errBadRequest("idempotency key is longer than 256 characters")
 	}
 	now := s.clock.Now()
 	deadline := spec.Deadline.Resolve(now)
 	if !deadline.IsZero() && !deadline.After(now) {
-		return nil, errInvalidSpec(&job.ValidationError{Errors: []job.FieldError{{Field: "deadline", Message: fmt.Sprintf("%s is in the past", deadline.UTC().Format(time.RFC3339))}}})
+		return nil, team, errInvalidSpec(&job.ValidationError{Errors: []job.FieldError{{Field: "deadline", Message: fmt.Sprintf("%s is in the past", deadline.UTC().Format(time.RFC3339))}}})
 	}
 	id := job.NewID(now)
 	if idempotencyKey != "" {
@@ -96,9 +109,10 @@ func (s *Service) Submit(ctx context.Context, body []byte, idempotencyKey, via s
 	rev, err := s.jobs.Create(ctx, rec)
 	if err != nil {
 		if errors.Is(err, events.ErrExists) && idempotencyKey != "" {
-			return s.replay(ctx, id, rec.Status.SpecHash)
+			res, err := s.replay(ctx, id, rec.Status.SpecHash)
+			return res, team, err
 		}
-		return nil, errUnavailable(err)
+		return nil, team, errUnavailable(err)
 	}
 	// The watch will bring the record to the index too; applying it now
 	// means a listing right after the submission shows the job.
@@ -116,7 +130,7 @@ func (s *Service) Submit(ctx context.Context, body []byte, idempotencyKey, via s
 	}
 	v := viewOf(rec, now, nil, nil)
 	v.Events = []EventView{{Time: now, Kind: events.KindQueued, State: job.Queued, Message: msg}}
-	return &SubmitResult{Job: v, Created: true}, nil
+	return &SubmitResult{Job: v, Created: true}, team, nil
 }
 
 // replay answers a retried submission with the job the first one made.
@@ -222,6 +236,14 @@ func (s *Service) List(ctx context.Context, q Query) (*JobList, error) {
 // Cancel cancels a job; the scheduler releases its capacity. Cancelling a
 // cancelled job is not an error; cancelling a finished one is.
 func (s *Service) Cancel(ctx context.Context, id, reason string) (*JobView, error) {
+	var team string
+	v, err := s.cancel(ctx, id, reason, &team)
+	s.Audit(ctx, "job.cancel", id, team, err)
+	return v, err
+}
+
+// cancel is Cancel; team is set to the job's team once it is known.
+func (s *Service) cancel(ctx context.Context, id, reason string, team *string) (*JobView, error) {
 	p, err := s.principal(ctx)
 	if err != nil {
 		return nil, err
@@ -232,6 +254,7 @@ func (s *Service) Cancel(ctx context.Context, id, reason string) (*JobView, erro
 	now := s.clock.Now()
 	var res job.Result
 	rec, rev, err := s.jobs.Modify(ctx, id, func(r *job.Record) error {
+		*team = r.Spec.Team
 		switch team := r.Spec.Team; {
 		case !p.Can(auth.ReadJobs, team):
 			return errNotFound(id)

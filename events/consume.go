@@ -266,6 +266,7 @@ func (b *Bus) Serve(subject string, r Responder) (stop func(), err error) {
 	sub, err := b.nc.QueueSubscribe(subject, APIQueue, func(m *nats.Msg) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		ctx = context.WithValue(ctx, subjectKey{}, subject)
 		if len(m.Header) > 0 {
 			ctx = context.WithValue(ctx, headerKey{}, m.Header)
 		}
@@ -286,6 +287,14 @@ func (b *Bus) Serve(subject string, r Responder) (stop func(), err error) {
 }
 
 type headerKey struct{}
+
+type subjectKey struct{}
+
+// RequestSubject is the subject of the request a Responder answers.
+func RequestSubject(ctx context.Context) string {
+	s, _ := ctx.Value(subjectKey{}).(string)
+	return s
+}
 
 // RequestHeader is a header of the request a Responder answers ("" when
 // it has none).

@@ -38,6 +38,8 @@ func examplePayloads(now time.Time) []Payload {
 			Checkpoint: &job.CheckpointRef{Attempt: 1, Step: 500, Progress: 0.5, SHA256: "ab", Size: 1 << 20, Location: "file:///ck/" + id + "/500", At: now}},
 		&AgentControl{JobID: id, Attempt: 1, Kind: ControlCheckpoint, Deadline: now.Add(2 * time.Minute), Reason: "notice"},
 		&Alert{Severity: SeverityWarning, Kind: "preemption", JobID: id, Summary: "job bert preempted", Details: map[string]string{"zone": "us-east-1a"}},
+		&AuditRecord{Action: "job.cancel", Principal: "token:abcdefghijklmnop", Name: "ci", Team: "nlp", Role: "submitter",
+			Target: id, TargetTeam: "nlp", Source: "127.0.0.1:50000", Outcome: "ok"},
 	}
 }
 

@@ -19,6 +19,7 @@ const (
 	subjectInterrupt = "spotwise.interruptions"
 	subjectAgent     = "spotwise.agent"
 	subjectAlerts    = "spotwise.alerts"
+	subjectAudit     = "spotwise.audit"
 
 	// Request/reply subjects of the job API (no stream: plain NATS
 	// requests, answered by any server in the "spotwise-api" queue group).
@@ -67,6 +68,23 @@ func AgentControlSubject(jobID string) string { return subjectAgent + ".control.
 // AlertsSubject carries alerts of one severity.
 func AlertsSubject(severity string) string { return subjectAlerts + "." + token(severity) }
 
+// AuditSubject carries the audit records of one team's things ("" is the
+// platform's: tokens without a team, the simulated cloud) and one action:
+// spotwise.audit.<team>.<action>. AllAudit matches every record;
+// AuditSubject(team, "*") one team's.
+func AuditSubject(team, action string) string {
+	if team == "" {
+		team = "_platform"
+	}
+	if action != "*" {
+		action = token(action)
+	}
+	return subjectAudit + "." + token(team) + "." + action
+}
+
+// AllAudit matches every audit record.
+const AllAudit = subjectAudit + ".>"
+
 // EventTypeOn is the event type a subject carries: a consumer of the
 // subject expects it and nothing else (anything else there is poison).
 // Request subjects, which carry requests rather than events, have none
@@ -90,6 +108,8 @@ func EventTypeOn(subject string) (string, bool) {
 		return TypeAgentReport, true
 	case under(subjectAlerts):
 		return TypeAlert, true
+	case under(subjectAudit):
+		return TypeAudit, true
 	}
 	return "", false
 }
@@ -117,6 +137,7 @@ const (
 	StreamInterruptions = "SPOTWISE_INTERRUPTIONS"
 	StreamAgent         = "SPOTWISE_AGENT"
 	StreamAlerts        = "SPOTWISE_ALERTS"
+	StreamAudit         = "SPOTWISE_AUDIT"
 )
 
 // Bucket names.
@@ -161,6 +182,8 @@ func streamConfigs(replicas int) []jetstream.StreamConfig {
 			[]string{subjectAgent + ".*"}, 7*day, 2<<30, 0),
 		mk(StreamAlerts, "operator alerts",
 			[]string{subjectAlerts + ".>"}, 30*day, 256<<20, 0),
+		mk(StreamAudit, "who did what: every call that changes something, allowed or refused",
+			[]string{AllAudit}, 400*day, 1<<30, 0),
 	}
 }
 

@@ -27,6 +27,7 @@ const (
 	TypeAgentReport  = "agent.report"
 	TypeAgentControl = "agent.control"
 	TypeAlert        = "alert"
+	TypeAudit        = "audit.record"
 )
 
 // registry maps an event type to a constructor of its payload.
@@ -39,6 +40,51 @@ var registry = map[string]func() Payload{
 	TypeAgentReport:  func() Payload { return new(AgentReport) },
 	TypeAgentControl: func() Payload { return new(AgentControl) },
 	TypeAlert:        func() Payload { return new(Alert) },
+	TypeAudit:        func() Payload { return new(AuditRecord) },
+}
+
+// AuditRecord is one call that changes something (a submission, a
+// cancellation, a token made or revoked, a simulated preemption), allowed
+// or refused, on AuditSubject(TargetTeam, Action). The envelope's time is
+// when it was made.
+type AuditRecord struct {
+	// Action is what was asked: job.submit, job.cancel, token.create,
+	// token.revoke, sim.<action>.
+	Action string `json:"action"`
+	// Principal is who asked (auth.Principal.Subject; "anonymous" when no
+	// credential held), with its name, team and role.
+	Principal string `json:"principal"`
+	Name      string `json:"name,omitempty"`
+	Team      string `json:"team,omitempty"`
+	Role      string `json:"role,omitempty"`
+	// Target is what it was asked of (a job or token id), TargetTeam the
+	// team it belongs to.
+	Target     string `json:"target,omitempty"`
+	TargetTeam string `json:"target_team,omitempty"`
+	// Source is where the call came from: the client's address over HTTP,
+	// "nats" over NATS.
+	Source string `json:"source,omitempty"`
+	// Outcome is "ok", or the refusal's code (forbidden, not_found,
+	// invalid_spec, ...).
+	Outcome string `json:"outcome"`
+	Message string `json:"message,omitempty"`
+	// At is when, in wall time (the envelope's time is the server's
+	// clock, which a simulation speeds up).
+	At time.Time `json:"at"`
+}
+
+func (*AuditRecord) EventType() string { return TypeAudit }
+
+func (e *AuditRecord) Validate() error {
+	switch {
+	case e.Action == "" || len(e.Action) > 64:
+		return errors.New("an audit record needs an action (at most 64 characters)")
+	case e.Principal == "":
+		return errors.New("an audit record needs a principal")
+	case e.Outcome == "":
+		return errors.New("an audit record needs an outcome")
+	}
+	return nil
 }
 
 // JobSubmitted announces an accepted job, on SubjectJobSubmitted.

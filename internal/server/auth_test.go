@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/spotwise/spotwise/api"
 	"github.com/spotwise/spotwise/auth"
 	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/internal/testutil"
 )
 
 // httpAs sends a request with a bearer token ("" for none) and returns
@@ -105,6 +107,27 @@ func TestOnlyOperatorsDriveTheSimulatedCloud(t *testing.T) {
 	if got := httpAs(t, s, s.OperatorToken(), http.MethodPost, "/v1/sim/preempt", SimRequest{Job: v.ID}); got != 200 {
 		t.Errorf("the operator preempts: %d", got)
 	}
+	// Each attempt is on the audit record, refused ones too, with the
+	// client's address.
+	testutil.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		l, err := c.ListAudit(t.Context(), "", "", "", 0)
+		if err != nil {
+			return err
+		}
+		outcomes := map[string]int{}
+		for _, e := range l.Records {
+			if e.Record.Action == "sim.preempt" {
+				outcomes[e.Record.Outcome]++
+				if !strings.Contains(e.Record.Source, "127.0.0.1:") {
+					return fmt.Errorf("record from %q: want the client's address", e.Record.Source)
+				}
+			}
+		}
+		if outcomes["ok"] != 1 || outcomes["forbidden"] != 3 || outcomes["unauthenticated"] != 1 {
+			return fmt.Errorf("sim.preempt outcomes %v, want 1 ok, 3 forbidden, 1 unauthenticated", outcomes)
+		}
+		return nil
+	})
 	// Over NATS, the same rule.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -194,7 +217,9 @@ func TestServerTakesOIDCTokensOfItsIssuer(t *testing.T) {
 		t.Fatalf("submit with an ID token: %+v %v", v, err)
 	}
 	got, err := clientOf(s).Get(t.Context(), v.ID)
-	if err != nil || !strings.Contains(got.Events[0].Message, "oidc:"+srv.URL+"#ana") {
+	if err != nil || !slices.ContainsFunc(got.Events, func(e api.EventView) bool {
+		return e.Kind == events.KindQueued && strings.Contains(e.Message, "by oidc:"+srv.URL+"#ana")
+	}) {
 		t.Errorf("history does not say who submitted: %+v %v", got, err)
 	}
 	for name, tok := range map[string]string{"another issuer": idToken("https://elsewhere.example", "ml-nlp"), "no rule": idToken(srv.URL, "staff")} {

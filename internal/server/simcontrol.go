@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -63,16 +64,39 @@ func (s *Server) simControl(cloud *sim.Cloud) func(context.Context, []byte) []by
 // only (the token in the request's Authorization header), as over HTTP.
 func (s *Server) operatorOnly(h func(context.Context, []byte) []byte) func(context.Context, []byte) []byte {
 	return func(ctx context.Context, data []byte) []byte {
+		source := "nats"
+		if fwd := events.RequestHeader(ctx, forwardedFor); fwd != "" {
+			source = "http " + fwd + " via nats" // as the HTTP API says
+		}
+		ctx = api.WithSource(ctx, source)
+		var req SimRequest
+		_ = json.Unmarshal(data, &req)
+		action, target := "sim."+cmp.Or(req.Action, "preempt"), cmp.Or(req.Job, req.Instance, req.Zone)
 		p, err := s.api.Authenticate(ctx, events.RequestHeader(ctx, "Authorization"))
 		if err != nil {
+			s.api.Audit(ctx, action, target, "", err)
 			return simReply(nil, err)
 		}
+		ctx = auth.WithPrincipal(ctx, p)
 		if !p.Can(auth.Operate, "") {
-			return simReply(nil, api.Forbidden(p, auth.Operate.String()))
+			err := api.Forbidden(p, auth.Operate.String())
+			s.api.Audit(ctx, action, target, "", err)
+			return simReply(nil, err)
 		}
-		return h(ctx, data)
+		out := h(ctx, data)
+		var r SimReply
+		if json.Unmarshal(out, &r) == nil && r.Error != "" {
+			s.api.Audit(ctx, action, target, "", errors.New(r.Error))
+		} else {
+			s.api.Audit(ctx, action, target, "", nil)
+		}
+		return out
 	}
 }
+
+// forwardedFor is the header in which the HTTP API tells the scheduling
+// server the client's address (for the audit record only).
+const forwardedFor = "Spotwise-Forwarded-For"
 
 func simReply(ids []string, err error) []byte {
 	r := SimReply{Instances: ids}
@@ -202,6 +226,11 @@ func (s *Server) simClockHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.log.Info("simulated clock", zap.Bool("paused", a.Paused), zap.Time("now", sc.Now()))
+		target := "resume"
+		if req.Paused {
+			target = "pause"
+		}
+		s.api.Audit(r.Context(), "sim.clock", target, "", nil)
 	}
 	_ = json.NewEncoder(w).Encode(ClockReply{Now: sc.Now(), Speed: sc.Speed(), Paused: sc.Paused()})
 }
@@ -240,7 +269,7 @@ func (s *Server) simHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	// The scheduling server answers, checking the same token again.
-	replyData, err := s.bus.RequestWithHeader(ctx, SubjectSimControl, data, map[string]string{"Authorization": r.Header.Get("Authorization")})
+	replyData, err := s.bus.RequestWithHeader(ctx, SubjectSimControl, data, map[string]string{"Authorization": r.Header.Get("Authorization"), forwardedFor: r.RemoteAddr})
 	if err != nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "unavailable", "message": "the simulated cloud did not answer: " + err.Error()}})
