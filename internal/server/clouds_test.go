@@ -6,6 +6,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,15 +43,30 @@ func (s staticToken) GetToken(context.Context, policy.TokenRequestOptions) (azco
 	return azcore.AccessToken{Token: string(s), ExpiresOn: time.Now().Add(time.Hour)}, nil
 }
 
-// bufferLogger logs everything, at debug level, as JSON into a buffer.
-func bufferLogger(buf *bytes.Buffer) *zap.Logger {
+// bufferLogger logs everything, at debug level, as JSON into a buffer
+// that goroutines (the embedded NATS server's among them) may write at
+// once.
+func bufferLogger(buf *syncBuffer) *zap.Logger {
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
-	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(&syncBuffer{b: buf}), zapcore.DebugLevel))
+	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(buf), zapcore.DebugLevel))
 }
 
-type syncBuffer struct{ b *bytes.Buffer }
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
 
-func (s *syncBuffer) Write(p []byte) (int, error) { return s.b.Write(p) }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
 
 // A dry run with a real-looking AWS and Azure configuration and no
 // reachable API prices from the bundled catalog, says so per region, and
@@ -85,7 +101,8 @@ func TestDryRunWithRealCloudsWithoutTheirAPIs(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var logs, out bytes.Buffer
+	var logs syncBuffer
+	var out bytes.Buffer
 	err := DryRun(ctx, cfg, &out, bufferLogger(&logs),
 		WithAWSOptions(aws.WithRetry(1, time.Millisecond)),
 		WithAzureOptions(azure.WithCredential(staticToken(azureToken)), azure.WithRetry(policy.RetryOptions{MaxRetries: -1})))
