@@ -390,6 +390,9 @@ func (c *Config) Validate() error {
 	if c.NATS.URL == "" && c.DataDir == "" {
 		bad("data_dir", "is required for the embedded NATS server")
 	}
+	if c.NATS.URL != "" && c.DataDir == "" && c.Auth.OperatorTokenFile == "" {
+		bad("auth.operator_token_file", "is required when data_dir is empty: it is where the first start writes the operator token")
+	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		bad("http_addr", "%q is not host:port", c.HTTPAddr)
 	}

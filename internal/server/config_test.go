@@ -304,7 +304,11 @@ func TestConfigValidate(t *testing.T) {
 		{name: "defaults", set: func(*Config) {}},
 		{name: "external cluster needs no data dir", set: func(c *Config) {
 			c.DataDir, c.NATS.URL, c.NATS.Replicas = "", "nats://nats-1:4222,nats://nats-2:4222", 3
+			c.Auth.OperatorTokenFile = "/etc/spotwise/operator.token"
 		}},
+		{name: "but then a place for the operator token", set: func(c *Config) {
+			c.DataDir, c.NATS.URL = "", "nats://nats-1:4222"
+		}, field: "auth.operator_token_file"},
 		{name: "bounds are allowed", set: func(c *Config) {
 			c.NATS.Replicas, c.Scheduler.Workers, c.Sim.Speed = 5, 1024, 100_000
 			c.Scheduler.ReconcileInterval = job.Duration(100 * time.Millisecond)

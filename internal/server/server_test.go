@@ -408,7 +408,8 @@ func TestStandbyTakesOverRunningJobs(t *testing.T) {
 	}
 	t.Cleanup(ns.Shutdown)
 	mk := func(name string) Config {
-		cfg := testConfig("")
+		// A data dir of its own: the operator token file goes there.
+		cfg := testConfig(t.TempDir())
 		cfg.NATS.URL, cfg.NodeName, cfg.Sim.Speed = ns.ClientURL(), name, 600
 		return cfg
 	}
