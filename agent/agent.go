@@ -455,7 +455,7 @@ func (a *run) report(ctx context.Context, rep *events.AgentReport) {
 	rep.JobID, rep.Attempt, rep.InstanceID = a.c.JobID, a.c.Attempt, a.c.InstanceID
 	for try := 0; try < 20; try++ {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		err := a.c.Reporter.Publish(rctx, events.AgentSubject(a.c.JobID), rep)
+		err := a.c.Reporter.Publish(rctx, events.AgentSubject(a.c.JobID, a.c.Attempt), rep)
 		cancel()
 		if err == nil {
 			return

@@ -30,7 +30,7 @@ func controls(a Answerer, jobID string, attempt int) (<-chan *events.AgentContro
 	ch := make(chan *events.AgentControl, 8)
 	var mu sync.Mutex
 	closed := false
-	stop, err := a.Answer(events.AgentControlSubject(jobID), func(data []byte) ([]byte, bool) {
+	stop, err := a.Answer(events.AgentControlSubject(jobID, attempt), func(data []byte) ([]byte, bool) {
 		_, p, err := events.Decode(data)
 		if err != nil {
 			return nil, false

@@ -34,7 +34,7 @@ func FuzzAgentControl(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(stop)
-	subject := events.AgentControlSubject(jobID)
+	subject := events.AgentControlSubject(jobID, attempt)
 	nc := bus.Conn()
 	inbox, err := nc.SubscribeSync(nats.NewInbox())
 	if err != nil {

@@ -101,6 +101,8 @@ func (d *Dispatch) Start(inst providers.Instance, w providers.Workload) (stop fu
 // instance going away: SIGTERM (the agent kills the workload and exits),
 // then SIGKILL if it lingers.
 func (l *Local) startProcess(inst providers.Instance, w providers.Workload, runtime time.Duration, dir string, log *zap.Logger) (stop func()) {
+	creds := w.AgentCredentials
+	w.AgentCredentials = "" // its own file
 	wj, err := json.Marshal(w)
 	if err != nil {
 		log.Error("encoding the workload", zap.Error(err))
@@ -111,6 +113,19 @@ func (l *Local) startProcess(inst providers.Instance, w providers.Workload, runt
 		"--work-seconds", strconv.FormatFloat(runtime.Seconds(), 'f', 3, 64),
 		"--clock-speed", strconv.FormatFloat(l.ClockSpeed, 'f', -1, 64),
 		"--checkpoints", l.StoreURI, "--sim-clock", "--workload", "-"}
+	if creds != "" {
+		// The attempt's own NATS user, as a real instance gets it.
+		path := filepath.Join(dir, "nats.creds")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			log.Error("agent work directory", zap.Error(err))
+			return func() {}
+		}
+		if err := os.WriteFile(path, []byte(creds), 0o600); err != nil {
+			log.Error("writing the agent's NATS credential", zap.Error(err))
+			return func() {}
+		}
+		args = append(args, "--nats-creds", path)
+	}
 	out := &logWriter{log: log}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, l.Executable, args...)

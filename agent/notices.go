@@ -42,7 +42,7 @@ func (a *run) forward(ctx context.Context, n Notice) {
 	id := c.InstanceID + "-" + n.Kind + "-" + n.Deadline.UTC().Format(time.RFC3339)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := c.Reporter.Publish(pctx, events.InterruptionsSubject(c.Provider, c.Region), ev, events.WithID(id)); err != nil {
+	if err := c.Reporter.Publish(pctx, events.AgentInterruptionsSubject(c.Provider, c.Region, c.JobID, c.Attempt), ev, events.WithID(id)); err != nil {
 		a.log.Warn("forwarding the notice to the scheduler", zap.Error(err))
 		return
 	}

@@ -73,7 +73,7 @@ func startAgentRig(t *testing.T, provider string) *agentRig {
 		t.Cleanup(stop)
 	}
 	follow(events.StreamInterruptions, "spotwise.interruptions.>", func(p events.Payload) { r.forwards = append(r.forwards, p.(*events.Interruption)) })
-	follow(events.StreamAgent, events.AgentSubject(r.jobID), func(p events.Payload) {
+	follow(events.StreamAgent, events.AgentSubject(r.jobID, 2), func(p events.Payload) {
 		if rep, ok := p.(*events.AgentReport); ok {
 			r.reports = append(r.reports, rep)
 		}
@@ -135,7 +135,7 @@ func (r *agentRig) request(t *testing.T, deadline time.Time) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := r.bus.RequestEvent(ctx, events.AgentControlSubject(r.jobID), &events.AgentControl{
+	if _, err := r.bus.RequestEvent(ctx, events.AgentControlSubject(r.jobID, 2), &events.AgentControl{
 		JobID: r.jobID, Attempt: 2, Kind: events.ControlCheckpoint, Deadline: deadline, Reason: "spot-interruption"}); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestStartToARunningAgentTakesNoCheckpoint(t *testing.T) {
 	r := startAgentRig(t, "aws")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := r.bus.RequestEvent(ctx, events.AgentControlSubject(r.jobID), &events.AgentControl{
+	if _, err := r.bus.RequestEvent(ctx, events.AgentControlSubject(r.jobID, 2), &events.AgentControl{
 		JobID: r.jobID, Attempt: 2, Kind: events.ControlStart, Reason: "the checkpoint it resumes from is stored"}); err != nil {
 		t.Fatal(err)
 	}

@@ -306,7 +306,7 @@ func (r *simRun) report(rep *events.AgentReport) bool {
 			return false
 		}
 		ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
-		err := r.s.Reporter.Publish(ctx, events.AgentSubject(r.inst.JobID), rep)
+		err := r.s.Reporter.Publish(ctx, events.AgentSubject(r.inst.JobID, r.inst.Attempt), rep)
 		cancel()
 		if err == nil {
 			return true

@@ -260,8 +260,8 @@ func TestSimWorkloadRunsAtItsGPUSpeed(t *testing.T) {
 				t.Errorf("got %d reports, want about %d", n, want)
 			}
 			for i, s := range e.rec.subjects {
-				if s != events.AgentSubject(inst.JobID) {
-					t.Errorf("report %d on %q, want %q", i, s, events.AgentSubject(inst.JobID))
+				if s != events.AgentSubject(inst.JobID, inst.Attempt) {
+					t.Errorf("report %d on %q, want %q", i, s, events.AgentSubject(inst.JobID, inst.Attempt))
 				}
 			}
 		})
@@ -460,7 +460,7 @@ func TestSimWorkloadReportsReachTheAgentStream(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stopConsuming, err := bus.Consume(ctx, events.ConsumerConfig{Stream: events.StreamAgent, Durable: "test-agent",
-		Subjects: []string{events.AgentSubject(inst.JobID)}}, func(_ context.Context, m events.Message) error {
+		Subjects: []string{events.AgentSubject(inst.JobID, inst.Attempt)}}, func(_ context.Context, m events.Message) error {
 		mu.Lock()
 		defer mu.Unlock()
 		got = append(got, m)
@@ -499,8 +499,8 @@ func TestSimWorkloadReportsReachTheAgentStream(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, m := range got {
-		if m.Envelope.Type != events.TypeAgentReport || m.Subject != events.AgentSubject(inst.JobID) {
-			t.Errorf("message %s on %s, want %s on %s", m.Envelope.Type, m.Subject, events.TypeAgentReport, events.AgentSubject(inst.JobID))
+		if m.Envelope.Type != events.TypeAgentReport || m.Subject != events.AgentSubject(inst.JobID, inst.Attempt) {
+			t.Errorf("message %s on %s, want %s on %s", m.Envelope.Type, m.Subject, events.TypeAgentReport, events.AgentSubject(inst.JobID, inst.Attempt))
 		}
 	}
 	if exit := got[len(got)-1].Envelope.Time; exit.Sub(t0) < 2*time.Hour {

@@ -187,7 +187,7 @@ func TestRateLimit(t *testing.T) {
 func TestSharedDurable(t *testing.T) {
 	t.Parallel()
 	bus1 := eventstest.OpenBus(t, t.TempDir(), "127.0.0.1:-1", nil)
-	bus2 := eventstest.OpenBusConfig(t, events.Config{URL: bus1.ClientURL()}, nil)
+	bus2 := eventstest.OpenBusConfig(t, events.Config{URL: bus1.ClientURL(), IdentityDir: bus1.Identity().Dir()}, nil)
 	rc := newReceiver(t, nil)
 	cfg := alerts.Config{
 		RateLimit: alerts.RateLimit{Count: 1000, Per: time.Second, Burst: 1000},

@@ -239,7 +239,7 @@ func TestCredentialsInURLStayOutOfLogs(t *testing.T) {
 	defer cancel()
 	id := job.NewID(time.Now())
 	rep := &events.AgentReport{JobID: id, Attempt: 1, InstanceID: "i-1", Kind: events.AgentProgress, Progress: 0.5}
-	if err := b.Publish(ctx, events.AgentSubject(id), rep); err != nil {
+	if err := b.Publish(ctx, events.AgentSubject(id, 1), rep); err != nil {
 		t.Fatalf("publishing: %v", err)
 	}
 
@@ -254,7 +254,7 @@ func TestCredentialsInURLStayOutOfLogs(t *testing.T) {
 		}
 		return nil
 	})
-	if err := b.Publish(ctx, events.AgentSubject(id), rep); err != nil {
+	if err := b.Publish(ctx, events.AgentSubject(id, 1), rep); err != nil {
 		t.Fatalf("publishing after the restart: %v", err)
 	}
 	b.Close()

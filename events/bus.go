@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	neturl "net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 	"go.uber.org/zap"
 
 	"github.com/spotwise/spotwise/clock"
@@ -43,8 +45,27 @@ type Config struct {
 	// DefaultLeaseTTL).
 	LeaseTTL time.Duration
 	// Client binds to the streams and buckets a server created instead of
-	// creating them: an agent's NATS user needs no admin rights.
+	// creating them.
 	Client bool
+	// Agent binds to nothing: an agent's NATS user may only publish its own
+	// reports and answer its own control requests (Publish, Answer).
+	Agent bool
+	// AgentSimClock binds an agent to the metadata bucket, to keep the
+	// simulated clock (the simulated cloud's agent processes).
+	AgentSimClock bool
+	// InboxPrefix replaces "_INBOX" (an agent's or a watcher's user may
+	// read only its own inbox).
+	InboxPrefix string
+	// UserJWT, with UserSeed, authenticates with a JWT the caller can
+	// replace (an agent renewing its credential): it is asked for at every
+	// connect.
+	UserJWT  func() (string, error)
+	UserSeed string
+	// IdentityDir holds the NATS identity (`spotwise nats init`) of an
+	// external server or cluster: the service user connects with its
+	// creds when no other credential is given, and agents' credentials
+	// are issued and revoked with it.
+	IdentityDir string
 }
 
 // Redacted describes the configuration for logs without any secret.
@@ -103,6 +124,10 @@ func redactErr(err error) error {
 // publishing, durable consumers and request/reply.
 type Bus struct {
 	nc       *nats.Conn
+	sysc     *nats.Conn // the system account's, for account updates
+	identity *Identity
+	pushMu   sync.Mutex
+	unpushed atomic.Bool // a revocation the servers may not have
 	js       jetstream.JetStream
 	server   *server.Server
 	log      *zap.Logger
@@ -176,18 +201,49 @@ func Open(ctx context.Context, cfg Config, source string, clk clock.Clock, log *
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", zap.String("server", redactURL(c.ConnectedUrl()))) }),
 	}
+	if cfg.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(cfg.InboxPrefix))
+	}
 	url := cfg.URL
+	var sysOpts []nats.Option
 	if url == "" {
+		if cfg.Embedded.Identity == nil && cfg.Embedded.DataDir != "" {
+			id, err := LoadOrCreateIdentity(IdentityDir(cfg.Embedded.DataDir))
+			if err != nil {
+				return nil, err
+			}
+			cfg.Embedded.Identity = id
+		}
 		ns, err := StartEmbedded(cfg.Embedded, log)
 		if err != nil {
 			return nil, err
 		}
 		b.server = ns
-		opts = append(opts, nats.InProcessServer(ns))
+		b.identity = cfg.Embedded.Identity
+		creds, err := b.identity.ServiceCreds()
+		if err != nil {
+			b.shutdownServer()
+			return nil, err
+		}
+		opts = append(opts, nats.InProcessServer(ns), credsOption(creds))
+		sysOpts = append(sysOpts, nats.InProcessServer(ns))
 		url = ns.ClientURL()
 	} else {
+		if cfg.IdentityDir != "" {
+			id, err := LoadOrCreateIdentity(cfg.IdentityDir)
+			if err != nil {
+				return nil, err
+			}
+			b.identity = id
+			if cfg.CredsFile == "" && cfg.NKeyFile == "" && cfg.User == "" && cfg.Token == "" && cfg.UserJWT == nil {
+				cfg.CredsFile = filepath.Join(cfg.IdentityDir, ServiceCreds)
+			}
+		}
 		var err error
 		if opts, err = appendAuth(opts, cfg); err != nil {
+			return nil, err
+		}
+		if sysOpts, err = appendAuth(sysOpts, Config{TLSCAFile: cfg.TLSCAFile, TLSCertFile: cfg.TLSCertFile, TLSKeyFile: cfg.TLSKeyFile}); err != nil {
 			return nil, err
 		}
 		if cfg.ConnectRetry > 0 {
@@ -200,9 +256,30 @@ func Open(ctx context.Context, cfg Config, source string, clk clock.Clock, log *
 		return nil, fmt.Errorf("connecting to NATS %s: %w", redactURL(url), redactErr(err))
 	}
 	b.nc = nc
+	if b.identity != nil && !cfg.Client && !cfg.Agent {
+		creds, err := b.identity.SystemCreds()
+		if err == nil {
+			b.sysc, err = nats.Connect(url, append(sysOpts, nats.Name("spotwise-system"), credsOption(creds), nats.MaxReconnects(-1))...)
+		}
+		if err != nil {
+			b.Close()
+			return nil, fmt.Errorf("connecting to NATS as the system account: %w", redactErr(err))
+		}
+	}
 	if b.js, err = jetstream.New(nc); err != nil {
 		b.Close()
 		return nil, fmt.Errorf("JetStream: %w", err)
+	}
+	if cfg.Agent {
+		if cfg.AgentSimClock { // the one bucket an agent may read
+			kv, err := b.js.KeyValue(ctx, BucketMeta)
+			if err != nil {
+				b.Close()
+				return nil, fmt.Errorf("bucket %s: %w", BucketMeta, err)
+			}
+			b.meta = &KV{kv: kv}
+		}
+		return b, nil
 	}
 	if err := b.ensure(ctx, cfg.Client); err != nil {
 		b.Close()
@@ -213,6 +290,12 @@ func Open(ctx context.Context, cfg Config, source string, clk clock.Clock, log *
 
 func appendAuth(opts []nats.Option, cfg Config) ([]nats.Option, error) {
 	switch {
+	case cfg.UserJWT != nil:
+		kp, err := nkeys.FromSeed([]byte(cfg.UserSeed))
+		if err != nil {
+			return nil, fmt.Errorf("NATS user seed: %w", err)
+		}
+		opts = append(opts, nats.UserJWT(cfg.UserJWT, kp.Sign))
 	case cfg.CredsFile != "":
 		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
 	case cfg.NKeyFile != "":
@@ -284,6 +367,9 @@ func (b *Bus) ensure(ctx context.Context, client bool) error {
 
 // Close drains the connection and stops the embedded server, if any.
 func (b *Bus) Close() {
+	if b.sysc != nil {
+		b.sysc.Close()
+	}
 	if b.nc != nil {
 		_ = b.nc.Drain()
 		deadline := time.Now().Add(5 * time.Second)

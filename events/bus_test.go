@@ -94,12 +94,12 @@ func TestConsumerDropsGarbledAndRetriesFailures(t *testing.T) {
 	defer cancel()
 	b := eventstest.NewBus(t, nil)
 	id := job.NewID(time.Now())
-	subj := events.AgentSubject(id)
+	subj := events.AgentSubject(id, 1)
 	var seen []float64
 	var mu sync.Mutex
 	var failOnce atomic.Bool
 	failOnce.Store(true)
-	stop, err := b.Consume(ctx, events.ConsumerConfig{Stream: events.StreamAgent, Durable: "test-agent", Subjects: []string{"spotwise.agent.*"}}, func(_ context.Context, m events.Message) error {
+	stop, err := b.Consume(ctx, events.ConsumerConfig{Stream: events.StreamAgent, Durable: "test-agent", Subjects: []string{events.AllAgentReports}}, func(_ context.Context, m events.Message) error {
 		rep := m.Payload.(*events.AgentReport)
 		if rep.Progress == 0.5 && failOnce.CompareAndSwap(true, false) {
 			return errors.New("transient")

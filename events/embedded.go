@@ -28,7 +28,14 @@ type EmbeddedOptions struct {
 	ClusterName   string
 	ClusterListen string
 	Routes        []string
+	// Identity is the NATS identity the server trusts (operator mode;
+	// anonymous connections are refused); nil loads or creates the one in
+	// DataDir/nats. Servers of one cluster must share one.
+	Identity *Identity
 }
+
+// IdentityDir is where an embedded server keeps its NATS identity.
+func IdentityDir(dataDir string) string { return filepath.Join(dataDir, "nats") }
 
 // StartEmbedded starts a NATS server with JetStream in this process and
 // waits until it accepts connections.
@@ -46,6 +53,16 @@ func StartEmbedded(o EmbeddedOptions, log *zap.Logger) (*server.Server, error) {
 		NoSigs:             true,
 		MaxPayload:         8 << 20,
 		JetStreamMaxMemory: 256 << 20,
+	}
+	if o.Identity == nil {
+		id, err := LoadOrCreateIdentity(IdentityDir(o.DataDir))
+		if err != nil {
+			return nil, err
+		}
+		o.Identity = id
+	}
+	if err := o.Identity.serverOptions(opts, filepath.Join(o.DataDir, "jwt"), time.Now()); err != nil {
+		return nil, err
 	}
 	if o.Listen == "" {
 		opts.DontListen = true

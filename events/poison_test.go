@@ -20,7 +20,7 @@ func TestReadingsListWhatConsumersRead(t *testing.T) {
 	ctx := context.Background()
 	b := eventstest.NewBus(t, nil)
 	nop := func(context.Context, events.Message) error { return nil }
-	stopC, err := b.Consume(ctx, events.ConsumerConfig{Stream: events.StreamAgent, Durable: "t-agent", Subjects: []string{"spotwise.agent.*"}}, nop)
+	stopC, err := b.Consume(ctx, events.ConsumerConfig{Stream: events.StreamAgent, Durable: "t-agent", Subjects: []string{events.AllAgentReports}}, nop)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestReadingsListWhatConsumersRead(t *testing.T) {
 	}
 	want := []events.Reading{
 		{Kind: "answer", Name: "spotwise.test.answer", Subjects: []string{"spotwise.test.answer"}},
-		{Kind: "consume", Name: "t-agent", Stream: events.StreamAgent, Subjects: []string{"spotwise.agent.*"}},
+		{Kind: "consume", Name: "t-agent", Stream: events.StreamAgent, Subjects: []string{events.AllAgentReports}},
 		{Kind: "follow", Name: events.StreamPrices, Stream: events.StreamPrices, Subjects: []string{"spotwise.prices.>"}},
 		{Kind: "serve", Name: "spotwise.test.serve", Subjects: []string{"spotwise.test.serve"}},
 	}
@@ -63,8 +63,8 @@ func TestEventTypeOnEverySubject(t *testing.T) {
 		events.PricesSubject("aws", "us-east-1"):        events.TypeOffers,
 		events.InstancesSubject("aws", "us-east-1"):     events.TypeInstance,
 		events.InterruptionsSubject("aws", "us-east-1"): events.TypeInterruption,
-		events.AgentSubject(id):                         events.TypeAgentReport,
-		events.AgentControlSubject(id):                  events.TypeAgentControl,
+		events.AgentSubject(id, 1):                      events.TypeAgentReport,
+		events.AgentControlSubject(id, 1):               events.TypeAgentControl,
 		events.AlertsSubject(events.SeverityWarning):    events.TypeAlert,
 		events.SubjectSubmit:                            "",
 		events.SubjectPendingReasons:                    "",
@@ -82,7 +82,7 @@ func TestHandlerFailingOnGarbledStateDropsAtOnce(t *testing.T) {
 	ctx := context.Background()
 	b := eventstest.NewBus(t, nil)
 	var calls atomic.Int64
-	stop, err := b.Consume(ctx, events.ConsumerConfig{Stream: events.StreamAgent, Durable: "t-garbled-state", Subjects: []string{"spotwise.agent.*"}},
+	stop, err := b.Consume(ctx, events.ConsumerConfig{Stream: events.StreamAgent, Durable: "t-garbled-state", Subjects: []string{events.AllAgentReports}},
 		func(context.Context, events.Message) error {
 			calls.Add(1)
 			_, err := events.DecodeRecord([]byte(`{"id": 7}`))
@@ -93,7 +93,7 @@ func TestHandlerFailingOnGarbledStateDropsAtOnce(t *testing.T) {
 	}
 	defer stop()
 	id := job.NewID(time.Now())
-	if err := b.Publish(ctx, events.AgentSubject(id), &events.AgentReport{JobID: id, Attempt: 1, Kind: events.AgentHeartbeat}); err != nil {
+	if err := b.Publish(ctx, events.AgentSubject(id, 1), &events.AgentReport{JobID: id, Attempt: 1, Kind: events.AgentHeartbeat}); err != nil {
 		t.Fatal(err)
 	}
 	key := events.DropKey{Consumer: "t-garbled-state", Reason: "refused"}

@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +19,8 @@ const (
 	subjectInstances = "spotwise.instances"
 	subjectInterrupt = "spotwise.interruptions"
 	subjectAgent     = "spotwise.agent"
+	subjectControl   = "spotwise.control"
+	subjectCreds     = "spotwise.credentials"
 	subjectAlerts    = "spotwise.alerts"
 	subjectAudit     = "spotwise.audit"
 
@@ -57,13 +60,71 @@ func InterruptionsSubject(provider, region string) string {
 	return subjectInterrupt + "." + token(provider) + "." + token(region)
 }
 
-// AgentSubject carries reports from the agent running a job.
-func AgentSubject(jobID string) string { return subjectAgent + "." + jobID }
+// AgentSubject carries reports from the agent running one attempt of a
+// job: spotwise.agent.<job>.<attempt>, the only subject of the agent
+// stream that attempt's NATS user may publish on.
+func AgentSubject(jobID string, attempt int) string {
+	return subjectAgent + "." + jobID + "." + strconv.Itoa(attempt)
+}
 
-// AgentControlSubject carries the scheduler's requests to a job's agent
-// (core NATS, no stream: the agent stream keeps "spotwise.agent.*" only,
-// one token deep, so these are not stored).
-func AgentControlSubject(jobID string) string { return subjectAgent + ".control." + jobID }
+// AllAgentReports matches every agent's reports.
+const AllAgentReports = subjectAgent + ".*.*"
+
+// AgentControlSubject carries the scheduler's requests to one attempt's
+// agent (core NATS request/reply, no stream).
+func AgentControlSubject(jobID string, attempt int) string {
+	return subjectControl + "." + jobID + "." + strconv.Itoa(attempt)
+}
+
+// AllAgentControls matches every attempt's control subject.
+const AllAgentControls = subjectControl + ".*.*"
+
+// CredentialsSubject is where an attempt's agent asks for its NATS
+// credential to be renewed (core NATS request/reply, answered while the
+// attempt lives).
+func CredentialsSubject(jobID string, attempt int) string {
+	return subjectCreds + "." + jobID + "." + strconv.Itoa(attempt)
+}
+
+// AllCredentials matches every attempt's renewal requests.
+const AllCredentials = subjectCreds + ".*.*"
+
+// AgentInterruptionsSubject carries the notices an attempt's agent heard
+// from its own instance's metadata: under the region's interruptions
+// subject (the same stream and consumer), with the job and attempt the
+// agent's NATS user is limited to, so the scheduler can check that the
+// notice is about that attempt's instance.
+func AgentInterruptionsSubject(provider, region, jobID string, attempt int) string {
+	p, r := provider, region
+	if p != "*" {
+		p = token(p)
+	}
+	if r != "*" {
+		r = token(r)
+	}
+	return subjectInterrupt + "." + p + "." + r + "." + jobID + "." + strconv.Itoa(attempt)
+}
+
+// ParseAttemptSubject reads the job and attempt a per-attempt subject
+// (agent reports, agent interruptions, renewals) names; ok is false for a
+// subject without them.
+func ParseAttemptSubject(subject string) (jobID string, attempt int, ok bool) {
+	parts := strings.Split(subject, ".")
+	var j, a string
+	switch {
+	case len(parts) == 4 && (strings.HasPrefix(subject, subjectAgent+".") || strings.HasPrefix(subject, subjectCreds+".") || strings.HasPrefix(subject, subjectControl+".")):
+		j, a = parts[2], parts[3]
+	case len(parts) == 6 && strings.HasPrefix(subject, subjectInterrupt+"."):
+		j, a = parts[4], parts[5]
+	default:
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(a)
+	if err != nil || n < 1 || j == "" {
+		return "", 0, false
+	}
+	return j, n, true
+}
 
 // AlertsSubject carries alerts of one severity.
 func AlertsSubject(severity string) string { return subjectAlerts + "." + token(severity) }
@@ -102,7 +163,7 @@ func EventTypeOn(subject string) (string, bool) {
 		return TypeInstance, true
 	case under(subjectInterrupt):
 		return TypeInterruption, true
-	case under(subjectAgent + ".control"):
+	case under(subjectControl):
 		return TypeAgentControl, true
 	case under(subjectAgent):
 		return TypeAgentReport, true
@@ -179,7 +240,7 @@ func streamConfigs(replicas int) []jetstream.StreamConfig {
 		mk(StreamInterruptions, "interruption notices, rebalance and maintenance events",
 			[]string{subjectInterrupt + ".>"}, 30*day, 1<<30, 0),
 		mk(StreamAgent, "progress, heartbeats and exits reported by job agents",
-			[]string{subjectAgent + ".*"}, 7*day, 2<<30, 0),
+			[]string{AllAgentReports}, 7*day, 2<<30, 0),
 		mk(StreamAlerts, "operator alerts",
 			[]string{subjectAlerts + ".>"}, 30*day, 256<<20, 0),
 		mk(StreamAudit, "who did what: every call that changes something, allowed or refused",

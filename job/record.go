@@ -294,6 +294,18 @@ func (r *Record) moveTo(next State, now time.Time, message string) error {
 	return nil
 }
 
+// LiveAttempts are the numbers of the attempts that have not ended: the
+// current one and the one the job is leaving.
+func LiveAttempts(r *Record) []int {
+	var out []int
+	for _, a := range []*Attempt{r.Status.Current, r.Status.Previous} {
+		if a != nil {
+			out = append(out, a.N)
+		}
+	}
+	return out
+}
+
 // closeAttempt ends an attempt at now with an outcome, bills it (its
 // instances still running are billed to now; their real end, when it
 // comes, corrects the bill) and moves it to the history.

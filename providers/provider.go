@@ -2,6 +2,9 @@ package providers
 
 import (
 	"context"
+	"encoding/base64"
+	"errors"
+	"strings"
 	"time"
 
 	"github.com/spotwise/spotwise/money"
@@ -76,6 +79,11 @@ type Workload struct {
 	// Checkpoint says how the workload checkpoints: how long one takes,
 	// how often to take one, how big it is, how to ask for one.
 	Checkpoint CheckpointPlan `json:"checkpoint"`
+	// AgentCredentials is the NATS creds file of this attempt's agent
+	// (its own user: it may publish only this attempt's reports, and it is
+	// revoked when the attempt ends). It is a secret: the user data writes
+	// it to a file only root reads, never into the workload's file.
+	AgentCredentials string `json:"agent_credentials,omitempty"`
 }
 
 // CheckpointPlan is a workload's checkpoint settings as the agent applies
@@ -172,4 +180,38 @@ type Event struct {
 // full listing would cost as much as the cloud is large.
 type KeyLister interface {
 	InstancesByKey(ctx context.Context, key string) ([]Instance, error)
+}
+
+// Markers of the heredoc a boot script writes an agent's NATS credential
+// with (base64, so that nothing in it is ever read by the shell).
+const (
+	credsStart = "<<'SPOTWISE_CREDS'\n"
+	credsEnd   = "\nSPOTWISE_CREDS\n"
+)
+
+// CredsScript is the boot script line that writes an attempt's NATS
+// credential to path (mode 0600), for the clouds' user data.
+func CredsScript(path, creds string) string {
+	enc := base64.StdEncoding.EncodeToString([]byte(creds))
+	var b strings.Builder
+	for len(enc) > 76 {
+		b.WriteString(enc[:76] + "\n")
+		enc = enc[76:]
+	}
+	b.WriteString(enc)
+	return "(umask 077; base64 -d > " + path + " " + credsStart + b.String() + credsEnd + ")"
+}
+
+// CredsFromScript reads back the credential CredsScript wrote into a boot
+// script (the fake clouds boot an instance with it); nil when there is none.
+func CredsFromScript(script string) ([]byte, error) {
+	_, rest, ok := strings.Cut(script, credsStart)
+	if !ok {
+		return nil, nil
+	}
+	body, _, ok := strings.Cut(rest, credsEnd)
+	if !ok {
+		return nil, errors.New("the boot script's credential does not end")
+	}
+	return base64.StdEncoding.DecodeString(strings.ReplaceAll(body, "\n", ""))
 }

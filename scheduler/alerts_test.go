@@ -79,7 +79,7 @@ func TestAlerts(t *testing.T) {
 
 	bad := r.runToRunning(t, "name: bad\ncommand: [x]\nresources: {gpus_per_node: 1, accelerators: [T4]}\nwork: 1h on T4\npurchase: on-demand\n")
 	cur := bad.Status.Current
-	if err := r.bus.Publish(r.ctx, events.AgentSubject(bad.ID), &events.AgentReport{JobID: bad.ID, Attempt: cur.N, InstanceID: cur.Instances[0], Kind: events.AgentExited, ExitCode: 3}); err != nil {
+	if err := r.bus.Publish(r.ctx, events.AgentSubject(bad.ID, cur.N), &events.AgentReport{JobID: bad.ID, Attempt: cur.N, InstanceID: cur.Instances[0], Kind: events.AgentExited, ExitCode: 3}); err != nil {
 		t.Fatal(err)
 	}
 	r.waitState(t, bad.ID, job.Failed)

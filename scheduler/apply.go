@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -39,11 +40,20 @@ var ErrDeposed = errors.New("scheduler deposed: its lease term is over")
 func (s *Scheduler) apply(ctx context.Context, id string, in job.Input) (*job.Record, job.Result, error) {
 	now := s.o.Clock.Now()
 	var res job.Result
+	var ended []int
 	rec, _, err := s.jobs.Modify(ctx, id, func(r *job.Record) error {
 		if err := s.fence(r); err != nil {
 			return err
 		}
+		before := job.LiveAttempts(r)
 		res = job.Apply(r, in, now)
+		ended = ended[:0]
+		after := job.LiveAttempts(r)
+		for _, n := range before {
+			if !slices.Contains(after, n) {
+				ended = append(ended, n)
+			}
+		}
 		if !res.Changed() {
 			return events.ErrNoChange
 		}
@@ -72,6 +82,11 @@ func (s *Scheduler) apply(ctx context.Context, id string, in job.Input) (*job.Re
 		s.log.Warn("event refused", zap.String("job", id), zap.String("event", in.Name()), zap.String("why", res.Why))
 	}
 	s.carryOut(ctx, rec, res.Effects)
+	if s.o.AttemptEnded != nil {
+		for _, n := range ended {
+			s.o.AttemptEnded(id, n)
+		}
+	}
 	return rec, res, nil
 }
 
@@ -194,7 +209,7 @@ func (s *Scheduler) control(jobID string, attempt int, kind string, deadline tim
 		defer cancel()
 		req := &events.AgentControl{JobID: jobID, Attempt: attempt, Kind: kind, Deadline: deadline, Reason: reason}
 		for try := 0; ; try++ {
-			_, err := s.bus.RequestEvent(ctx, events.AgentControlSubject(jobID), req)
+			_, err := s.bus.RequestEvent(ctx, events.AgentControlSubject(jobID, attempt), req)
 			if err == nil {
 				break
 			}

@@ -73,7 +73,7 @@ func newFuzzRig(f *testing.F) *fuzzRig {
 	fr.jobs[roleRunning] = r.runToRunning(f, fuzzLong).ID
 
 	short := r.runToRunning(f, fuzzShort)
-	if err := r.bus.Publish(r.ctx, events.AgentSubject(short.ID), &events.AgentReport{JobID: short.ID, Attempt: 1,
+	if err := r.bus.Publish(r.ctx, events.AgentSubject(short.ID, 1), &events.AgentReport{JobID: short.ID, Attempt: 1,
 		InstanceID: short.Status.Current.Instances[0], Kind: events.AgentExited, Progress: 1}); err != nil {
 		f.Fatal(err)
 	}

@@ -107,8 +107,17 @@ func (s *Scheduler) observe(ctx context.Context, provider, key string) (job.Obse
 }
 
 // onInterruption handles a provider's notice about an instance.
-func (s *Scheduler) onInterruption(ctx context.Context, _ events.Message, n *events.Interruption) error {
+func (s *Scheduler) onInterruption(ctx context.Context, m events.Message, n *events.Interruption) error {
 	in := n.Instance
+	if jobID, attempt, ok := events.ParseAttemptSubject(m.Subject); ok {
+		// An agent's forward: its NATS user can publish only its own
+		// attempt's subject, and the notice must be about that attempt.
+		if in.JobID != jobID || in.IdempotencyKey != job.LaunchKey(jobID, attempt) {
+			s.metrics.forged.Add(1)
+			s.log.Warn("an agent's notice about another attempt; dropped", zap.String("subject", m.Subject), zap.String("job", in.JobID), zap.String("key", in.IdempotencyKey))
+			return nil
+		}
+	}
 	if in.JobID == "" {
 		s.metrics.verdict("interruption", "no-job")
 		s.log.Info("notice for an instance of no job; dropped", zap.String("instance", in.ID), zap.String("event", string(n.Kind)))
@@ -162,7 +171,14 @@ func offerOfInstance(in providers.Instance) providers.Offer {
 }
 
 // onAgent records what a job's agent reports.
-func (s *Scheduler) onAgent(ctx context.Context, _ events.Message, rep *events.AgentReport) error {
+func (s *Scheduler) onAgent(ctx context.Context, m events.Message, rep *events.AgentReport) error {
+	// The subject is the agent's identity (its NATS user may publish on
+	// its own attempt's only): a report about anything else is forged.
+	if jobID, attempt, ok := events.ParseAttemptSubject(m.Subject); !ok || jobID != rep.JobID || attempt != rep.Attempt {
+		s.metrics.forged.Add(1)
+		s.log.Warn("an agent report about another attempt than its subject's; dropped", zap.String("subject", m.Subject), zap.String("job", rep.JobID), zap.Int("attempt", rep.Attempt))
+		return nil
+	}
 	var in job.Input
 	switch rep.Kind {
 	case events.AgentStarted:

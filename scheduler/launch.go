@@ -150,6 +150,13 @@ func (s *Scheduler) workloadOf(r *job.Record, a job.Attempt) providers.Workload 
 	if c := r.Status.Checkpoint; c != nil {
 		w.ResumeFrom = c.Progress
 	}
+	if s.o.AgentCredentials != nil {
+		creds, err := s.o.AgentCredentials(r.ID, a.N)
+		if err != nil {
+			s.log.Error("cannot issue the agent's NATS credential", zap.String("job", r.ID), zap.Int("attempt", a.N), zap.Error(err))
+		}
+		w.AgentCredentials = creds
+	}
 	return w
 }
 

@@ -63,7 +63,7 @@ func BenchmarkNotices(b *testing.B) {
 		for _, id := range ids[:notices] {
 			before[id] = r.get(b, id).Status.Current.N
 		}
-		sub, err := r.bus.Conn().Subscribe(events.AgentControlSubject("*"), func(m *nats.Msg) {
+		sub, err := r.bus.Conn().Subscribe(events.AllAgentControls, func(m *nats.Msg) {
 			_, p, err := events.Decode(m.Data)
 			if err != nil {
 				return

@@ -253,7 +253,7 @@ func TestCheckpointReportedAgainEndsCheckpointing(t *testing.T) {
 	in := r.instancesFor(t, rec.ID)[0]
 	report := &events.AgentReport{Kind: events.AgentCheckpoint, JobID: rec.ID, Attempt: 1, InstanceID: in.ID, Progress: 0.4,
 		Checkpoint: &job.CheckpointRef{Attempt: 1, Step: 40, Progress: 0.4, SHA256: "ab", Size: 1 << 20, Location: "file://" + r.dir + "/" + rec.ID + "/40", At: r.clk.Now()}}
-	if err := r.bus.Publish(r.ctx, events.AgentSubject(rec.ID), report); err != nil {
+	if err := r.bus.Publish(r.ctx, events.AgentSubject(rec.ID, 1), report); err != nil {
 		t.Fatal(err)
 	}
 	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
@@ -267,7 +267,7 @@ func TestCheckpointReportedAgainEndsCheckpointing(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitState(t, rec.ID, job.Checkpointing)
-	if err := r.bus.Publish(r.ctx, events.AgentSubject(rec.ID), report); err != nil {
+	if err := r.bus.Publish(r.ctx, events.AgentSubject(rec.ID, 1), report); err != nil {
 		t.Fatal(err)
 	}
 	rec = r.waitState(t, rec.ID, job.Migrating)
@@ -294,7 +294,7 @@ func TestForgedEventsChangeNoJob(t *testing.T) {
 	good.Location = rec.Status.CheckpointRoot + "/" + rec.ID + "/forged"
 	subj := events.InterruptionsSubject(real.Provider, real.Region)
 	isubj := events.InstancesSubject(real.Provider, real.Region)
-	asubj := events.AgentSubject(rec.ID)
+	asubj := events.AgentSubject(rec.ID, a.N)
 	forged := []struct {
 		subject string
 		p       events.Payload

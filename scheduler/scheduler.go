@@ -23,9 +23,16 @@ type Options struct {
 	Log   *zap.Logger
 	// Clouds maps an offer's provider name ("aws", "azure", "gcp") to the
 	// Provider that sells it; the simulated cloud stands in for all three.
-	Clouds     map[string]providers.Provider
-	Throughput bidding.ThroughputTable
-	Geography  func(provider, region string) string
+	Clouds map[string]providers.Provider
+	// AgentCredentials issues the NATS credential (a creds file) of an
+	// attempt's agent, passed to the instance with its workload; nil
+	// passes none (the agent uses the image's).
+	AgentCredentials func(jobID string, attempt int) (string, error)
+	// AttemptEnded is told of every attempt that ends (its agent's
+	// credential is revoked); it must not block.
+	AttemptEnded func(jobID string, attempt int)
+	Throughput   bidding.ThroughputTable
+	Geography    func(provider, region string) string
 	// ReconcileInterval is the wall time between full reconciliations
 	// against the clouds (default 15s).
 	ReconcileInterval time.Duration
@@ -278,7 +285,7 @@ func (s *Scheduler) Run(ctx context.Context) (err error) {
 		h  events.Handler
 	}{
 		{events.ConsumerConfig{Stream: events.StreamInstances, Durable: "scheduler-instances", Subjects: []string{"spotwise.instances.>"}}, instanceHandler(s)},
-		{events.ConsumerConfig{Stream: events.StreamAgent, Durable: "scheduler-agent", Subjects: []string{"spotwise.agent.*"}}, agentHandler(s)},
+		{events.ConsumerConfig{Stream: events.StreamAgent, Durable: "scheduler-agent", Subjects: []string{events.AllAgentReports}}, agentHandler(s)},
 		{events.ConsumerConfig{Stream: events.StreamInterruptions, Durable: "scheduler-interruptions", Subjects: []string{"spotwise.interruptions.>"}, AckWait: 10 * time.Second, Workers: 64}, noticeHandler(s)},
 		{events.ConsumerConfig{Stream: events.StreamJobs, Durable: "scheduler-submissions", Subjects: []string{events.SubjectJobSubmitted}, New: true}, submissionHandler(s)},
 	}

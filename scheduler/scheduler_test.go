@@ -315,7 +315,7 @@ func TestPlacesRunsAndReleases(t *testing.T) {
 	// The agent reports the exit: the job succeeds, is billed, and its
 	// instance is terminated.
 	r.clk.Advance(30 * time.Minute)
-	if err := r.bus.Publish(r.ctx, events.AgentSubject(rec.ID), &events.AgentReport{JobID: rec.ID, Attempt: 1, InstanceID: running.Status.Current.Instances[0], Kind: events.AgentExited}); err != nil {
+	if err := r.bus.Publish(r.ctx, events.AgentSubject(rec.ID, 1), &events.AgentReport{JobID: rec.ID, Attempt: 1, InstanceID: running.Status.Current.Instances[0], Kind: events.AgentExited}); err != nil {
 		t.Fatal(err)
 	}
 	r.waitState(t, rec.ID, job.Succeeded)
@@ -516,7 +516,7 @@ func TestMeasuredSpeedCorrectsEstimates(t *testing.T) {
 	running := r.waitState(t, first.ID, job.Running)
 	before := running.Status.Current.EstimatedRuntime.D()
 	r.clk.Advance(before / 2)
-	if err := r.bus.Publish(r.ctx, events.AgentSubject(first.ID), &events.AgentReport{JobID: first.ID, Attempt: 1,
+	if err := r.bus.Publish(r.ctx, events.AgentSubject(first.ID, 1), &events.AgentReport{JobID: first.ID, Attempt: 1,
 		InstanceID: running.Status.Current.Instances[0], Kind: events.AgentExited, Progress: 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -64,11 +64,33 @@ scheduler (with --region) so the replacement starts at once.`,
 			}
 			octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			bus, err := events.Open(octx, events.Config{URL: natsURL, CredsFile: creds, ConnName: "spotwise-agent", Client: true}, "agent", nil, log)
+			bcfg := events.Config{URL: natsURL, CredsFile: creds, ConnName: "spotwise-agent", Agent: true, AgentSimClock: simClock}
+			var own *events.AgentCredential
+			if creds != "" {
+				data, err := os.ReadFile(creds)
+				if err != nil {
+					return fmt.Errorf("NATS creds: %w", err)
+				}
+				var ok bool
+				if own, ok, err = events.ParseAgentCredential(data); err != nil {
+					return err
+				} else if ok {
+					if own.JobID != jobID || own.Attempt != attempt {
+						return fmt.Errorf("the NATS creds are job %s attempt %d's, not job %s attempt %d's", own.JobID, own.Attempt, jobID, attempt)
+					}
+					own.Apply(&bcfg)
+				}
+			}
+			bus, err := events.Open(octx, bcfg, "agent", nil, log)
 			if err != nil {
 				return err
 			}
 			defer bus.Close()
+			if own != nil {
+				rctx, stop := context.WithCancel(ctx)
+				defer stop()
+				go own.KeepRenewed(rctx, bus, log)
+			}
 			var clk clock.Clock = clock.Real{}
 			if simClock {
 				if clk, err = server.SimClockFromBus(ctx, bus); err != nil { // follows pauses until the agent ends

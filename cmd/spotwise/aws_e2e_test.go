@@ -77,7 +77,7 @@ func TestAWSJobSurvivesASpotInterruptionEndToEnd(t *testing.T) {
 		}
 		md := cloud.StartIMDS(l.InstanceIDs[0])
 		t.Cleanup(md.Close)
-		return l, md, bootAgent(t, argv, workload, "--metadata-endpoint", md.URL())
+		return l, md, bootAgent(t, argv, workload, scriptCreds(t, l.UserData), "--metadata-endpoint", md.URL())
 	}
 	l1, md1, agent1 := boot(1)
 	cur := cs.waitJob(t, id, "running", 60*time.Second, func(j *api.JobView) bool {

@@ -64,7 +64,7 @@ func TestAzureJobSurvivesAPreemptEndToEnd(t *testing.T) {
 		}
 		se := azurefake.StartScheduledEvents()
 		t.Cleanup(se.Close)
-		return vm, se, bootAgent(t, argv, workload, "--metadata-endpoint", se.URL())
+		return vm, se, bootAgent(t, argv, workload, scriptCreds(t, vm.CustomData), "--metadata-endpoint", se.URL())
 	}
 	vm1, se1, agent1 := boot(1)
 	cur := cs.waitJob(t, id, "running", 60*time.Second, func(j *api.JobView) bool {

@@ -21,6 +21,7 @@ import (
 	"github.com/spotwise/spotwise/internal/server"
 	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/providers"
 )
 
 // The daemon on a real cloud's SDK, pointed at a local fake of that cloud:
@@ -128,7 +129,7 @@ type bootedAgent struct {
 // (argv from "agent" on), with the workload the script carries, a work
 // directory of its own, and extra flags (its metadata service); later
 // flags override the script's.
-func bootAgent(t *testing.T, argv []string, workload []byte, extra ...string) *bootedAgent {
+func bootAgent(t *testing.T, argv []string, workload, creds []byte, extra ...string) *bootedAgent {
 	t.Helper()
 	for len(argv) > 0 && argv[0] != "agent" {
 		argv = argv[1:] // the binary's path on the image
@@ -142,6 +143,13 @@ func bootAgent(t *testing.T, argv []string, workload []byte, extra ...string) *b
 		t.Fatal(err)
 	}
 	args := append(append([]string(nil), argv...), "--workload", wl, "--work-dir", filepath.Join(dir, "work"))
+	if creds != nil { // the attempt's own NATS user, where this "instance" keeps it
+		path := filepath.Join(dir, "nats.creds")
+		if err := os.WriteFile(path, creds, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--nats-creds", path)
+	}
 	args = append(args, extra...)
 	a := &bootedAgent{out: filepath.Join(dir, "agent.log"), done: make(chan struct{})}
 	f, err := os.Create(a.out)
@@ -160,6 +168,17 @@ func bootAgent(t *testing.T, argv []string, workload []byte, extra ...string) *b
 	}()
 	t.Cleanup(a.kill)
 	return a
+}
+
+// scriptCreds is the NATS credential a boot script writes for its agent;
+// a launch by a server with a NATS identity always carries one.
+func scriptCreds(t *testing.T, script string) []byte {
+	t.Helper()
+	creds, err := providers.CredsFromScript(script)
+	if err != nil || creds == nil {
+		t.Fatalf("the boot script carries no agent credential (%v)", err)
+	}
+	return creds
 }
 
 // kill is the instance going away: the agent and its workload die.

@@ -88,6 +88,7 @@ then SPOTWISE_* environment variables, then flags.`,
 	f.StringVar(&cfg.NATS.URL, "nats-url", "", "external NATS server or cluster (comma-separated URLs); empty runs the embedded server")
 	f.StringVar(&cfg.NATS.Listen, "nats-listen", cfg.NATS.Listen, "client address of the embedded NATS server (empty: in-process only)")
 	f.StringVar(&cfg.NATS.CredsFile, "nats-creds", "", "NATS credentials file (JWT and nkey)")
+	f.StringVar(&cfg.NATS.IdentityDir, "nats-identity-dir", "", "NATS identity of an external cluster (`spotwise nats init`): connect as its service user and issue each agent its own")
 	f.StringVar(&cfg.NATS.NKeyFile, "nats-nkey", "", "NATS nkey seed file")
 	f.StringVar(&cfg.NATS.User, "nats-user", "", "NATS user")
 	f.StringVar(&cfg.NATS.Password, "nats-password", "", "NATS password (prefer SPOTWISE_NATS_PASSWORD)")
@@ -118,6 +119,7 @@ func applyFlags(cmd *cobra.Command, cfg *server.Config, flagged server.Config) {
 		"nats-url":               func() { cfg.NATS.URL = flagged.NATS.URL },
 		"nats-listen":            func() { cfg.NATS.Listen = flagged.NATS.Listen },
 		"nats-creds":             func() { cfg.NATS.CredsFile = flagged.NATS.CredsFile },
+		"nats-identity-dir":      func() { cfg.NATS.IdentityDir = flagged.NATS.IdentityDir },
 		"nats-nkey":              func() { cfg.NATS.NKeyFile = flagged.NATS.NKeyFile },
 		"nats-user":              func() { cfg.NATS.User = flagged.NATS.User },
 		"nats-password":          func() { cfg.NATS.Password = flagged.NATS.Password },

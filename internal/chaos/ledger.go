@@ -37,10 +37,11 @@ func newLedger() *ledger {
 	return &ledger{jobs: map[string]*seen{}, backwards: map[string]string{}}
 }
 
-// connect watches the job bucket of the server at natsURL until
+// connect watches the job bucket of the server at natsURL (as its
+// service user, creds) until
 // disconnect; it returns once the bucket's records have been replayed.
-func (l *ledger) connect(ctx context.Context, natsURL string) error {
-	bus, err := events.Open(ctx, events.Config{URL: natsURL, Client: true, ConnName: "spotwise-chaos"}, "chaos", clock.Real{}, nil)
+func (l *ledger) connect(ctx context.Context, natsURL, creds string) error {
+	bus, err := events.Open(ctx, events.Config{URL: natsURL, CredsFile: creds, Client: true, ConnName: "spotwise-chaos"}, "chaos", clock.Real{}, nil)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spotwise/spotwise/auth"
+	"github.com/spotwise/spotwise/events"
 )
 
 // proc is one server process.
@@ -107,7 +108,8 @@ func (r *run) startServer(ctx context.Context) error {
 		return fmt.Errorf("the server left no operator token: %w", err)
 	}
 	r.client.Token = strings.TrimSpace(string(tok))
-	if err := r.ledger.connect(ctx, "nats://"+r.nats); err != nil {
+	creds := filepath.Join(events.IdentityDir(filepath.Join(r.o.Dir, "data")), events.ServiceCreds)
+	if err := r.ledger.connect(ctx, "nats://"+r.nats, creds); err != nil {
 		return fmt.Errorf("watching the job bucket: %w", err)
 	}
 	r.logf("server up in %s (log %s)", time.Since(up).Round(10*time.Millisecond), logPath)

@@ -144,6 +144,11 @@ type NATSConfig struct {
 	TLSKeyFile  string `json:"tls_key_file"`
 	// Replicas of every stream and bucket (3 or 5 on a cluster).
 	Replicas int `json:"replicas"`
+	// IdentityDir is the NATS identity of an external server or cluster
+	// (`spotwise nats init`): with it the server connects as the service
+	// user and issues each agent its own credential. The embedded server
+	// keeps its identity in <data_dir>/nats.
+	IdentityDir string `json:"identity_dir"`
 }
 
 // SimConfig configures the simulated cloud.
@@ -282,24 +287,25 @@ func (c *Config) LoadFile(path string) error {
 
 // envVars maps environment variables to setters.
 var envVars = map[string]func(c *Config, v string) error{
-	"SPOTWISE_DATA_DIR":      func(c *Config, v string) error { c.DataDir = v; return nil },
-	"SPOTWISE_HTTP_ADDR":     func(c *Config, v string) error { c.HTTPAddr = v; return nil },
-	"SPOTWISE_LOG_LEVEL":     func(c *Config, v string) error { c.Log.Level = v; return nil },
-	"SPOTWISE_LOG_FORMAT":    func(c *Config, v string) error { c.Log.Format = v; return nil },
-	"SPOTWISE_NATS_URL":      func(c *Config, v string) error { c.NATS.URL = v; return nil },
-	"SPOTWISE_NATS_LISTEN":   func(c *Config, v string) error { c.NATS.Listen = v; return nil },
-	"SPOTWISE_NATS_CREDS":    func(c *Config, v string) error { c.NATS.CredsFile = v; return nil },
-	"SPOTWISE_NATS_NKEY":     func(c *Config, v string) error { c.NATS.NKeyFile = v; return nil },
-	"SPOTWISE_NATS_USER":     func(c *Config, v string) error { c.NATS.User = v; return nil },
-	"SPOTWISE_NATS_PASSWORD": func(c *Config, v string) error { c.NATS.Password = v; return nil },
-	"SPOTWISE_NATS_TOKEN":    func(c *Config, v string) error { c.NATS.Token = v; return nil },
-	"SPOTWISE_NATS_TLS_CA":   func(c *Config, v string) error { c.NATS.TLSCAFile = v; return nil },
-	"SPOTWISE_NATS_TLS_CERT": func(c *Config, v string) error { c.NATS.TLSCertFile = v; return nil },
-	"SPOTWISE_NATS_TLS_KEY":  func(c *Config, v string) error { c.NATS.TLSKeyFile = v; return nil },
-	"SPOTWISE_NATS_REPLICAS": func(c *Config, v string) error { return setInt(&c.NATS.Replicas, v) },
-	"SPOTWISE_SIM_SPEED":     func(c *Config, v string) error { return setFloat(&c.Sim.Speed, v) },
-	"SPOTWISE_SIM_SEED":      func(c *Config, v string) error { return setInt64(&c.Sim.Seed, v) },
-	"SPOTWISE_SIM":           func(c *Config, v string) error { return setBool(&c.Sim.Enabled, v) },
+	"SPOTWISE_DATA_DIR":          func(c *Config, v string) error { c.DataDir = v; return nil },
+	"SPOTWISE_HTTP_ADDR":         func(c *Config, v string) error { c.HTTPAddr = v; return nil },
+	"SPOTWISE_LOG_LEVEL":         func(c *Config, v string) error { c.Log.Level = v; return nil },
+	"SPOTWISE_LOG_FORMAT":        func(c *Config, v string) error { c.Log.Format = v; return nil },
+	"SPOTWISE_NATS_URL":          func(c *Config, v string) error { c.NATS.URL = v; return nil },
+	"SPOTWISE_NATS_LISTEN":       func(c *Config, v string) error { c.NATS.Listen = v; return nil },
+	"SPOTWISE_NATS_CREDS":        func(c *Config, v string) error { c.NATS.CredsFile = v; return nil },
+	"SPOTWISE_NATS_NKEY":         func(c *Config, v string) error { c.NATS.NKeyFile = v; return nil },
+	"SPOTWISE_NATS_USER":         func(c *Config, v string) error { c.NATS.User = v; return nil },
+	"SPOTWISE_NATS_PASSWORD":     func(c *Config, v string) error { c.NATS.Password = v; return nil },
+	"SPOTWISE_NATS_TOKEN":        func(c *Config, v string) error { c.NATS.Token = v; return nil },
+	"SPOTWISE_NATS_TLS_CA":       func(c *Config, v string) error { c.NATS.TLSCAFile = v; return nil },
+	"SPOTWISE_NATS_TLS_CERT":     func(c *Config, v string) error { c.NATS.TLSCertFile = v; return nil },
+	"SPOTWISE_NATS_TLS_KEY":      func(c *Config, v string) error { c.NATS.TLSKeyFile = v; return nil },
+	"SPOTWISE_NATS_REPLICAS":     func(c *Config, v string) error { return setInt(&c.NATS.Replicas, v) },
+	"SPOTWISE_NATS_IDENTITY_DIR": func(c *Config, v string) error { c.NATS.IdentityDir = v; return nil },
+	"SPOTWISE_SIM_SPEED":         func(c *Config, v string) error { return setFloat(&c.Sim.Speed, v) },
+	"SPOTWISE_SIM_SEED":          func(c *Config, v string) error { return setInt64(&c.Sim.Seed, v) },
+	"SPOTWISE_SIM":               func(c *Config, v string) error { return setBool(&c.Sim.Enabled, v) },
 	"SPOTWISE_SIM_INTERRUPTION_SCALE": func(c *Config, v string) error {
 		return setFloat(&c.Sim.Interruptions.RateScale, v)
 	},

@@ -184,7 +184,7 @@ func TestPoisonMessagesAreDroppedOnceAndNotRedelivered(t *testing.T) {
 		}
 	}
 	// The event whose handler fails deterministically.
-	if err := s.Bus().Publish(ctx, events.AgentSubject(broken.ID), &events.AgentReport{JobID: broken.ID, Attempt: 1, InstanceID: "i-1", Kind: events.AgentProgress, Progress: 0.5}); err != nil {
+	if err := s.Bus().Publish(ctx, events.AgentSubject(broken.ID, 1), &events.AgentReport{JobID: broken.ID, Attempt: 1, InstanceID: "i-1", Kind: events.AgentProgress, Progress: 0.5}); err != nil {
 		t.Fatal(err)
 	}
 	want[events.DropKey{Consumer: "scheduler-agent", Reason: "refused"}]++
@@ -217,7 +217,7 @@ func TestPoisonMessagesAreDroppedOnceAndNotRedelivered(t *testing.T) {
 			t.Errorf("%s: %d drops logged, want 2 (the poison and the garbled message, once each)", subject, perSubject[subject])
 		}
 	}
-	if n := perSubject[events.AgentSubject(broken.ID)]; n != 1 {
+	if n := perSubject[events.AgentSubject(broken.ID, 1)]; n != 1 {
 		t.Errorf("the event whose handler fails was logged %d times, want once", n)
 	}
 

@@ -224,7 +224,17 @@ func (s *Server) lead(ctx context.Context) error {
 			return fmt.Errorf("feeds.refresh: %w", err)
 		}
 	}
+	agents, err := s.agentIdentity(tctx, &wg)
+	if err != nil {
+		return err
+	}
+	var issue func(string, int) (string, error)
+	var ended func(string, int)
+	if agents != nil {
+		issue, ended = agents.issue, agents.ended
+	}
 	sched := scheduler.New(s.bus, scheduler.Options{
+		AgentCredentials: issue, AttemptEnded: ended,
 		Clock: s.clock, Log: s.log.Named("scheduler"), Throughput: cat, Geography: cat.GeographyOf,
 		ReconcileInterval: cfg.Scheduler.ReconcileInterval.D(), UnavailableFor: cfg.Scheduler.UnavailableFor.D(),
 		Workers: cfg.Scheduler.Workers, Metrics: s.metrics, Clouds: clouds.byName,
@@ -278,7 +288,7 @@ func (s *Server) openBus(ctx context.Context) error {
 		URL: cfg.NATS.URL, CredsFile: cfg.NATS.CredsFile, NKeyFile: cfg.NATS.NKeyFile,
 		User: cfg.NATS.User, Password: cfg.NATS.Password, Token: cfg.NATS.Token,
 		TLSCAFile: cfg.NATS.TLSCAFile, TLSCertFile: cfg.NATS.TLSCertFile, TLSKeyFile: cfg.NATS.TLSKeyFile,
-		Replicas: cfg.NATS.Replicas, ConnName: "spotwise-server",
+		Replicas: cfg.NATS.Replicas, ConnName: "spotwise-server", IdentityDir: cfg.NATS.IdentityDir,
 		Embedded: events.EmbeddedOptions{DataDir: cfg.DataDir, Listen: cfg.NATS.Listen, ServerName: "spotwise"},
 	}
 	s.log.Info("connecting to NATS", zap.String("nats", natsCfg.Redacted()))

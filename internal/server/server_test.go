@@ -341,9 +341,9 @@ func TestGarbledEventsAreDroppedAndSchedulingGoesOn(t *testing.T) {
 	// the one its consumer reads (the price book reads only the newest
 	// message of each subject).
 	garbage := map[string]string{
-		"spotwise.prices.aws.nowhere-1":               `{"v":1,"id":"x","type":"offers.updated","time":"2026-01-01T00:00:00Z","source":"evil","data":{"provider":"aws","region":"nowhere-1","offers":[{"provider":"aws","region":"nowhere-1","zone":"z","instance_type":"p","gpu":"","gpus":0,"purchase":"spot"}]}}`,
-		"spotwise.instances.aws.us-east-1":            `not json at all`,
-		"spotwise.agent.j-0123456789abcdefghjkmnpqrs": `{"v":9}`,
+		"spotwise.prices.aws.nowhere-1":                 `{"v":1,"id":"x","type":"offers.updated","time":"2026-01-01T00:00:00Z","source":"evil","data":{"provider":"aws","region":"nowhere-1","offers":[{"provider":"aws","region":"nowhere-1","zone":"z","instance_type":"p","gpu":"","gpus":0,"purchase":"spot"}]}}`,
+		"spotwise.instances.aws.us-east-1":              `not json at all`,
+		"spotwise.agent.j-0123456789abcdefghjkmnpqrs.1": `{"v":9}`,
 	}
 	for subj, msg := range garbage {
 		if err := s.Bus().PublishRaw(ctx, subj, []byte(msg)); err != nil {
@@ -402,7 +402,8 @@ func TestScheduledRefreshHealsTheOfferBook(t *testing.T) {
 // schedules. When it stops, the other takes over and the running job
 // carries on where it was, on the capacity it had.
 func TestStandbyTakesOverRunningJobs(t *testing.T) {
-	ns, err := events.StartEmbedded(events.EmbeddedOptions{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"}, eventstest.Logger(t))
+	natsDir := t.TempDir()
+	ns, err := events.StartEmbedded(events.EmbeddedOptions{DataDir: natsDir, Listen: "127.0.0.1:-1"}, eventstest.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,6 +412,7 @@ func TestStandbyTakesOverRunningJobs(t *testing.T) {
 		// A data dir of its own: the operator token file goes there.
 		cfg := testConfig(t.TempDir())
 		cfg.NATS.URL, cfg.NodeName, cfg.Sim.Speed = ns.ClientURL(), name, 600
+		cfg.NATS.IdentityDir = events.IdentityDir(natsDir) // the NATS server's identity, shared as `spotwise nats init` does
 		return cfg
 	}
 	a := startServer(t, mk("a"))

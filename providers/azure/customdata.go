@@ -25,6 +25,14 @@ type bootstrap struct {
 	Checkpoints, WorkDir       string
 	WorkSeconds                string
 	WorkloadJSON               string
+	// AgentCreds is the attempt's own NATS credential (written to a file
+	// only root reads; it replaces NATSCreds).
+	AgentCreds string
+}
+
+// AgentCredsScript writes AgentCreds to the work directory.
+func (b bootstrap) AgentCredsScript() string {
+	return providers.CredsScript(`"$work_dir/nats.creds"`, b.AgentCreds)
 }
 
 // scriptTemplate is the VM's custom data: a bash script cloud-init runs
@@ -32,8 +40,11 @@ type bootstrap struct {
 // systemd service where systemd runs, so cloud-init is not held up and
 // the journal keeps its output); the other nodes of a multi-node job are
 // its silent peers, as on the simulated cloud. Every value is shell-quoted
-// with q; none is ever put in a comment. No secret belongs here: custom
-// data can be read by anything on the VM.
+// with q; none is ever put in a comment. Custom data can be read by
+// anything on the VM, so the only credential in it is the attempt's own
+// NATS user: it can do no more than the agent it belongs to (publish this
+// attempt's reports), expires within the hour unless renewed, and is
+// revoked when the attempt ends.
 var scriptTemplate = template.Must(template.New("custom-data").Funcs(template.FuncMap{"q": shellQuote}).Parse(`#!/bin/bash
 # spotwise: starts the agent of a job attempt on this VM (Azure custom data).
 set -euo pipefail
@@ -44,9 +55,14 @@ echo "spotwise: node "{{q .Node}}" of the job; its agent runs on node 0"
 work_dir={{q .WorkDir}}
 mkdir -p "$work_dir"
 printf '%s\n' {{q .WorkloadJSON}} > "$work_dir/workload.json"
+{{- if .AgentCreds}}
+{{.AgentCredsScript}}
+{{- end}}
 args=(agent
   --nats-url {{q .NATSURL}}
-{{- if .NATSCreds}}
+{{- if .AgentCreds}}
+  --nats-creds "$work_dir/nats.creds"
+{{- else if .NATSCreds}}
   --nats-creds {{q .NATSCreds}}
 {{- end}}
   --job {{q .JobID}}
@@ -76,11 +92,13 @@ func shellQuote(v any) string {
 // customData renders the script for one node of a launch and encodes it as
 // Azure wants it (base64).
 func (p *Provider) customData(req providers.LaunchRequest, o providers.Offer, name string, node int) (string, error) {
-	w, err := json.Marshal(req.Workload)
+	wl := req.Workload
+	wl.AgentCredentials = "" // its own file
+	w, err := json.Marshal(wl)
 	if err != nil {
 		return "", fmt.Errorf("encoding the workload: %w", err)
 	}
-	b := bootstrap{
+	b := bootstrap{AgentCreds: req.Workload.AgentCredentials,
 		Binary: p.cfg.Agent.Binary, NATSURL: p.cfg.Agent.NATSURL, NATSCreds: p.cfg.Agent.NATSCredsFile,
 		JobID: req.JobID, Instance: name, Region: o.Region, Attempt: req.Attempt, Node: node,
 		Checkpoints: cmpOr(req.Workload.Checkpoint.URI, p.cfg.Agent.Checkpoints), WorkDir: p.cfg.Agent.WorkDir,
@@ -95,7 +113,7 @@ func (p *Provider) customData(req providers.LaunchRequest, o providers.Offer, na
 }
 
 func renderScript(b bootstrap) ([]byte, error) {
-	for _, s := range []string{b.Binary, b.NATSURL, b.NATSCreds, b.JobID, b.Instance, b.Region, b.Checkpoints, b.WorkDir, b.WorkloadJSON} {
+	for _, s := range []string{b.Binary, b.NATSURL, b.NATSCreds, b.JobID, b.Instance, b.Region, b.Checkpoints, b.WorkDir, b.WorkloadJSON, b.AgentCreds} {
 		if strings.ContainsRune(s, 0) {
 			return nil, errors.New("custom data: a value contains a NUL byte")
 		}
