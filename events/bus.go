@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	neturl "net/url"
-	"path/filepath"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -83,6 +83,8 @@ func (c Config) Redacted() string {
 		auth = "user " + c.User
 	case c.Token != "":
 		auth = "token"
+	case c.IdentityDir != "":
+		auth = "identity " + c.IdentityDir
 	}
 	return fmt.Sprintf("external %s (auth %s, tls %v)", redactURL(c.URL), auth, c.TLSCAFile != "" || c.TLSRequired)
 }
@@ -230,13 +232,22 @@ func Open(ctx context.Context, cfg Config, source string, clk clock.Clock, log *
 		url = ns.ClientURL()
 	} else {
 		if cfg.IdentityDir != "" {
-			id, err := LoadOrCreateIdentity(cfg.IdentityDir)
+			// The cluster trusts the identity `spotwise nats init` made:
+			// a new one made here would be refused, so none is.
+			id, err := LoadIdentity(cfg.IdentityDir)
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("%w (create it with `spotwise nats init --dir %s` and load its operator.conf in every nats-server)", err, cfg.IdentityDir)
+			}
 			if err != nil {
 				return nil, err
 			}
 			b.identity = id
 			if cfg.CredsFile == "" && cfg.NKeyFile == "" && cfg.User == "" && cfg.Token == "" && cfg.UserJWT == nil {
-				cfg.CredsFile = filepath.Join(cfg.IdentityDir, ServiceCreds)
+				creds, err := id.ServiceCreds()
+				if err != nil {
+					return nil, err
+				}
+				opts = append(opts, credsOption(creds))
 			}
 		}
 		var err error
@@ -331,6 +342,37 @@ func orDefault(s, d string) string {
 	return s
 }
 
+// jetStreamSettle bounds how long ensure waits for a cluster that does not
+// answer JetStream requests yet (a cluster just formed elects its meta
+// leader, then places each new replicated stream).
+const jetStreamSettle = time.Minute
+
+// untilJetStreamAnswers runs an idempotent JetStream call, again while it
+// times out or JetStream is not available yet, for up to jetStreamSettle
+// (and never past ctx). Any other error is returned at once.
+func (b *Bus) untilJetStreamAnswers(ctx context.Context, what string, call func(context.Context) error) error {
+	deadline := time.Now().Add(jetStreamSettle)
+	for warned := false; ; warned = true {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := call(cctx)
+		cancel()
+		retry := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+			errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)
+		if err == nil || !retry || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		if !warned {
+			b.log.Warn("JetStream is not answering yet (is it enabled on the NATS servers?); trying for a minute",
+				zap.String("creating", what), zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // ensure creates or updates every stream and bucket (a client only binds
 // to the buckets).
 func (b *Bus) ensure(ctx context.Context, client bool) error {
@@ -345,13 +387,19 @@ func (b *Bus) ensure(ctx context.Context, client bool) error {
 		}
 	} else {
 		for _, sc := range streamConfigs(b.replicas) {
-			if _, err := b.js.CreateOrUpdateStream(ctx, sc); err != nil {
+			if err := b.untilJetStreamAnswers(ctx, "stream "+sc.Name, func(ctx context.Context) error {
+				_, err := b.js.CreateOrUpdateStream(ctx, sc)
+				return err
+			}); err != nil {
 				return fmt.Errorf("creating stream %s: %w", sc.Name, err)
 			}
 		}
 		for _, kc := range bucketConfigs(b.replicas, b.leaseTTL) {
-			kv, err := b.js.CreateOrUpdateKeyValue(ctx, kc)
-			if err != nil {
+			var kv jetstream.KeyValue
+			if err := b.untilJetStreamAnswers(ctx, "bucket "+kc.Bucket, func(ctx context.Context) (err error) {
+				kv, err = b.js.CreateOrUpdateKeyValue(ctx, kc)
+				return err
+			}); err != nil {
 				return fmt.Errorf("creating bucket %s: %w", kc.Bucket, err)
 			}
 			kvs[kc.Bucket] = kv

@@ -232,7 +232,7 @@ func TestExternalClusterFromTheGeneratedConfig(t *testing.T) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		include, err := id.WriteServerConfig(filepath.Join(dir, "jwt"), time.Now())
+		include, _, err := id.WriteServerConfig("", filepath.Join(dir, "jwt"), time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -269,12 +269,25 @@ cluster { name: ext, listen: 127.0.0.1:%d, routes: [%s] }
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// A spotwise host needs identity.json alone: the users' credentials
+	// are derived from it.
+	hostDir := filepath.Join(base, "spotwise-host")
+	keys, err := os.ReadFile(filepath.Join(id.Dir(), events.IdentityFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(hostDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(hostDir, events.IdentityFile), keys, 0o400); err != nil {
+		t.Fatal(err)
+	}
 	var b *events.Bus
 	testutil.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() error {
 		actx, acancel := context.WithTimeout(ctx, 5*time.Second)
 		defer acancel()
 		var err error
-		b, err = events.Open(actx, events.Config{URL: strings.Join(urls, ","), Replicas: 3, IdentityDir: id.Dir()}, "test", nil, eventstest.Logger(t))
+		b, err = events.Open(actx, events.Config{URL: strings.Join(urls, ","), Replicas: 3, IdentityDir: hostDir}, "test", nil, eventstest.Logger(t))
 		return err
 	})
 	defer b.Close()
@@ -290,4 +303,18 @@ cluster { name: ext, listen: 127.0.0.1:%d, routes: [%s] }
 	}
 	defer w.Close()
 	_ = servers
+}
+
+// An external server's identity is never made up on the spot (the cluster
+// would not trust it): a missing one is an error that says how to make it,
+// and nothing is written.
+func TestExternalWithoutAnIdentitySaysHowToMakeOne(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "identity")
+	_, err := events.Open(context.Background(), events.Config{URL: "nats://127.0.0.1:1", IdentityDir: dir}, "test", nil, eventstest.Logger(t))
+	if err == nil || !strings.Contains(err.Error(), "spotwise nats init --dir "+dir) {
+		t.Fatalf("err = %v, want one naming spotwise nats init", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the identity directory was created: %v", err)
+	}
 }

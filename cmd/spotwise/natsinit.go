@@ -12,7 +12,7 @@ import (
 
 func newNATSCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "nats", Short: "NATS identity of an external server or cluster"}
-	var dir, resolverDir string
+	var dir, configDir, resolverDir string
 	initCmd := &cobra.Command{
 		Use:   "init",
 		Short: "Create (or reuse) the NATS identity and write the nats-server configuration for it",
@@ -26,9 +26,13 @@ unless one is there, and writes:
   watcher.creds   a read-only user for operators who watch events:
                   nats --creds watcher.creds --inbox-prefix _INBOX_watcher sub 'spotwise.alerts.>'
   sys.creds       a system account user (nats server ls, account updates)
-  operator.conf   the include every nats-server of the cluster loads:
-                  operator, system account, a full account resolver
-                  (--resolver-dir on the NATS host) and both accounts
+  operator.conf   the include every nats-server of the cluster loads
+                  (in --config-dir when given): operator, system account,
+                  a full account resolver (--resolver-dir on the NATS
+                  host) and both accounts; no secret in it
+
+Run again, it keeps what is there (identity and operator.conf), so that
+revocations pushed to the cluster since are not undone.
 
 Agents get no file: each launched attempt gets its own user, issued by the
 server that launches it and revoked when the attempt ends.`,
@@ -38,13 +42,17 @@ server that launches it and revoked when the attempt ends.`,
 			if err != nil {
 				return err
 			}
-			path, err := id.WriteServerConfig(resolverDir, time.Now())
+			path, kept, err := id.WriteServerConfig(configDir, resolverDir, time.Now())
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "NATS identity in %s (account %s)\n", id.Dir(), id.AccountKey())
-			fmt.Fprintf(out, "nats-server include: %s\n", path)
+			if kept {
+				fmt.Fprintf(out, "nats-server include: %s (kept)\n", path)
+			} else {
+				fmt.Fprintf(out, "nats-server include: %s\n", path)
+			}
 			fmt.Fprintf(out, "spotwise server --nats-url nats://... --nats-identity-dir %s\n", id.Dir())
 			fmt.Fprintf(out, "watcher: nats --creds %s --inbox-prefix %s sub 'spotwise.alerts.>'\n",
 				filepath.Join(id.Dir(), events.WatcherCreds), events.WatcherInbox)
@@ -52,6 +60,7 @@ server that launches it and revoked when the attempt ends.`,
 		},
 	}
 	initCmd.Flags().StringVar(&dir, "dir", "nats-identity", "where the identity and the files above go")
+	initCmd.Flags().StringVar(&configDir, "config-dir", "", "where operator.conf goes (default --dir), for a directory the NATS hosts read and the keys are not in")
 	initCmd.Flags().StringVar(&resolverDir, "resolver-dir", "/var/lib/nats/jwt", "the account resolver's directory on each NATS host")
 	cmd.AddCommand(initCmd)
 	return cmd
