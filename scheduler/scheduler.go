@@ -29,8 +29,12 @@ type Options struct {
 	// passes none (the agent uses the image's).
 	AgentCredentials func(jobID string, attempt int) (string, error)
 	// AttemptEnded is told of every attempt that ends (its agent's
-	// credential is revoked); it must not block.
+	// credential is revoked); it must not block. At a term's start it is
+	// also told of the attempts that ended within EndedWithin (scheduler
+	// clock) before it: an earlier term may have stopped between ending
+	// one and passing it on.
 	AttemptEnded func(jobID string, attempt int)
+	EndedWithin  time.Duration
 	Throughput   bidding.ThroughputTable
 	Geography    func(provider, region string) string
 	// ReconcileInterval is the wall time between full reconciliations
@@ -153,6 +157,8 @@ type Scheduler struct {
 
 	mu    sync.Mutex
 	index map[string]*entry
+	// loading is set while a term reads the bucket at its start.
+	loading bool
 	q     queue
 	// fresh are the queued jobs that need a look though the book has not
 	// changed since the last full look (at version lookedAt): new, changed
@@ -262,7 +268,17 @@ func (s *Scheduler) Run(ctx context.Context) (err error) {
 	}()
 	ready := make(chan struct{})
 	var once sync.Once
-	stopWatch, err := s.jobs.Watch(ctx, s.onJobChange, func() { once.Do(func() { close(ready) }) })
+	s.mu.Lock()
+	s.loading = true
+	s.mu.Unlock()
+	stopWatch, err := s.jobs.Watch(ctx, s.onJobChange, func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.loading = false
+			s.mu.Unlock()
+			close(ready)
+		})
+	})
 	if err != nil {
 		return err
 	}
@@ -382,6 +398,14 @@ func (s *Scheduler) onJobChange(c events.JobChange) {
 		return
 	}
 	r := c.Record
+	if s.loading && s.o.AttemptEnded != nil && s.o.EndedWithin > 0 {
+		since := s.o.Clock.Now().Add(-s.o.EndedWithin)
+		for _, a := range r.Status.Attempts {
+			if a.EndedAt.After(since) {
+				s.o.AttemptEnded(c.ID, a.N)
+			}
+		}
+	}
 	e.rev, e.state, e.attempt = c.Revision, r.Status.State, r.Status.Attempt
 	e.open = r.Status.Current != nil || r.Status.Previous != nil
 	switch {

@@ -120,3 +120,14 @@ func (a *agentCreds) revokeLoop(ctx context.Context) {
 		}
 	}
 }
+
+// agentCredentialWindow is how long, on the scheduler's clock, an ended
+// attempt's credential may still be good for: its lifetime in wall time,
+// times the simulated clock's speed.
+func agentCredentialWindow(c clock.Clock) time.Duration {
+	w := events.AgentCredentialTTL
+	if sc, ok := c.(*clock.Scaled); ok && sc.Speed() > 1 {
+		w = time.Duration(float64(w) * sc.Speed())
+	}
+	return w
+}

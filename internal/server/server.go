@@ -234,7 +234,7 @@ func (s *Server) lead(ctx context.Context) error {
 		issue, ended = agents.issue, agents.ended
 	}
 	sched := scheduler.New(s.bus, scheduler.Options{
-		AgentCredentials: issue, AttemptEnded: ended,
+		AgentCredentials: issue, AttemptEnded: ended, EndedWithin: agentCredentialWindow(s.clock),
 		Clock: s.clock, Log: s.log.Named("scheduler"), Throughput: cat, Geography: cat.GeographyOf,
 		ReconcileInterval: cfg.Scheduler.ReconcileInterval.D(), UnavailableFor: cfg.Scheduler.UnavailableFor.D(),
 		Workers: cfg.Scheduler.Workers, Metrics: s.metrics, Clouds: clouds.byName,
