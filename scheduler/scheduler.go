@@ -159,7 +159,7 @@ type Scheduler struct {
 	index map[string]*entry
 	// loading is set while a term reads the bucket at its start.
 	loading bool
-	q     queue
+	q       queue
 	// fresh are the queued jobs that need a look though the book has not
 	// changed since the last full look (at version lookedAt): new, changed
 	// or back from an action. A cycle over an unchanged book looks at
