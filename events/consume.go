@@ -398,11 +398,16 @@ func (b *Bus) Follow(ctx context.Context, stream string, subjects []string, last
 	cctx, cancel := context.WithCancel(ctx)
 	var inflight gate
 	remove := func(msg jetstream.Msg) {
+		// Not cut short by stop (which waits for it): a deletion cancelled
+		// in flight may land after the next follower chose where to start,
+		// at the message deleted, and that follower would get nothing.
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(cctx), 5*time.Second)
+		defer dcancel()
 		meta, err := msg.Metadata()
 		if err == nil {
-			err = st.DeleteMsg(cctx, meta.Sequence.Stream)
+			err = st.DeleteMsg(dctx, meta.Sequence.Stream)
 		}
-		if err != nil && cctx.Err() == nil {
+		if err != nil {
 			log.Warn("deleting a dropped event from the stream", zap.String("subject", msg.Subject()), zap.Error(err))
 		}
 	}

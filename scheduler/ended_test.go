@@ -15,7 +15,7 @@ import (
 
 // A term that starts passes on the attempts an earlier term ended within
 // EndedWithin (it may have stopped before their credentials were
-// revoked), and no older ones, nor live ones.
+// revoked), and no older ones.
 func TestTermStartPassesOnRecentlyEndedAttempts(t *testing.T) {
 	r := newRig(t, rigOpt{noFeed: true, noScheduler: true})
 	now := r.clk.Now()
@@ -23,24 +23,21 @@ func TestTermStartPassesOnRecentlyEndedAttempts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mk := func(state job.State, ended map[int]time.Duration, current int) string {
+	mk := func(state job.State, ended map[int]time.Duration) string {
 		rec := &job.Record{ID: job.NewID(now), Spec: spec, Status: job.Status{State: state, SubmittedAt: now.Add(-5 * time.Hour),
 			UpdatedAt: now, DeadlineAt: now.Add(time.Hour), SpecHash: spec.Hash()}}
 		for n := 1; n <= len(ended); n++ {
 			rec.Status.Attempts = append(rec.Status.Attempts, job.Attempt{N: n, LaunchKey: job.LaunchKey(rec.ID, n), EndedAt: now.Add(-ended[n])})
 		}
-		if current > 0 {
-			rec.Status.Attempt = current
-			rec.Status.Current = &job.Attempt{N: current, LaunchKey: job.LaunchKey(rec.ID, current)}
-		}
+		rec.Status.Attempt = len(ended)
 		if _, err := r.bus.Jobs().Create(context.Background(), rec); err != nil {
 			t.Fatal(err)
 		}
 		return rec.ID
 	}
-	finished := mk(job.Succeeded, map[int]time.Duration{1: 3 * time.Hour, 2: 20 * time.Minute}, 0)
-	running := mk(job.Running, map[int]time.Duration{1: 10 * time.Minute}, 2)
-	old := mk(job.Failed, map[int]time.Duration{1: 2 * time.Hour}, 0)
+	finished := mk(job.Succeeded, map[int]time.Duration{1: 3 * time.Hour, 2: 20 * time.Minute})
+	requeued := mk(job.Queued, map[int]time.Duration{1: 10 * time.Minute}) // no offers: it stays queued
+	old := mk(job.Failed, map[int]time.Duration{1: 2 * time.Hour})
 
 	var mu sync.Mutex
 	var got []string
@@ -56,7 +53,7 @@ func TestTermStartPassesOnRecentlyEndedAttempts(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	want := []string{job.LaunchKey(finished, 2), job.LaunchKey(running, 1)}
+	want := []string{job.LaunchKey(finished, 2), job.LaunchKey(requeued, 1)}
 	slices.Sort(want)
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -107,7 +108,15 @@ func (r *run) startServer(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("the server left no operator token: %w", err)
 	}
-	r.client.Token = strings.TrimSpace(string(tok))
+	// Set at the first start, before anything submits; a restart keeps
+	// the token (a changed one would lock the submitters out).
+	switch t := strings.TrimSpace(string(tok)); r.client.Token {
+	case "":
+		r.client.Token = t
+	case t:
+	default:
+		return errors.New("the operator token changed across a restart")
+	}
 	creds := filepath.Join(events.IdentityDir(filepath.Join(r.o.Dir, "data")), events.ServiceCreds)
 	if err := r.ledger.connect(ctx, "nats://"+r.nats, creds); err != nil {
 		return fmt.Errorf("watching the job bucket: %w", err)
