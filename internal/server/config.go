@@ -399,6 +399,9 @@ func (c *Config) Validate() error {
 	if c.NATS.URL != "" && c.DataDir == "" && c.Auth.OperatorTokenFile == "" {
 		bad("auth.operator_token_file", "is required when data_dir is empty: it is where the first start writes the operator token")
 	}
+	if c.NATS.URL == "" && c.NATS.IdentityDir != "" {
+		bad("nats.identity_dir", "is for an external NATS (nats.url): the embedded server keeps its own identity in <data_dir>/nats")
+	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		bad("http_addr", "%q is not host:port", c.HTTPAddr)
 	}

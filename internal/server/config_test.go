@@ -309,6 +309,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "but then a place for the operator token", set: func(c *Config) {
 			c.DataDir, c.NATS.URL = "", "nats://nats-1:4222"
 		}, field: "auth.operator_token_file"},
+		{name: "an identity for the embedded server", set: func(c *Config) { c.NATS.IdentityDir = dir }, field: "nats.identity_dir"},
 		{name: "bounds are allowed", set: func(c *Config) {
 			c.NATS.Replicas, c.Scheduler.Workers, c.Sim.Speed = 5, 1024, 100_000
 			c.Scheduler.ReconcileInterval = job.Duration(100 * time.Millisecond)
