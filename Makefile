@@ -39,7 +39,7 @@ fuzz:
 
 # Benchmarks for the performance targets (one core for the cycle).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x -timeout 30m ./...
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x -timeout 60m ./...
 
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

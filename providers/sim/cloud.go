@@ -155,6 +155,10 @@ type Cloud struct {
 	timerGen   uint64
 	wakeAt     time.Time
 	nextPrune  time.Time
+	// The instances' next actions (plan.go).
+	acts     *queue // byAction
+	rechecks *queue // byTime
+	stale    map[*instance]struct{}
 }
 
 // effects are calls the cloud makes outside its lock: runners to start and
@@ -198,7 +202,8 @@ func New(ctx context.Context, o Options) (*Cloud, error) {
 		byRegion: map[regionKey][]*offer{}, byZone: map[string][]*offer{}, traces: map[string]*traceIndex{},
 		done:  make(chan struct{}),
 		insts: map[string]*instance{}, byKey: map[string][]string{},
-		dirty: map[regionKey]bool{}, unsaved: map[string]*instance{},
+		dirty: map[regionKey]bool{}, unsaved: map[string]*instance{}, stale: map[*instance]struct{}{},
+		acts: &queue{less: byAction}, rechecks: &queue{less: byTime},
 		counted: map[regionKey]bool{}, announced: map[regionKey]time.Time{}, countEvery: cmp.Or(o.CountEvery, defaultCountEvery),
 		zoneOut: map[string]bool{},
 	}

@@ -30,6 +30,10 @@ type instance struct {
 	rec   record
 	stop  func()
 	draws draws // its seeded processes, drawn as far as needed
+	// planGen counts the plans made for it (see plan.go); gone is set
+	// when the cloud forgets it.
+	planGen uint64
+	gone    bool
 }
 
 // instanceID derives an instance's ID from the cloud, the launch's

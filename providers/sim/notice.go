@@ -1,7 +1,7 @@
 package sim
 
 import (
-	"cmp"
+	"container/heap"
 	"time"
 
 	"go.uber.org/zap"
@@ -187,22 +187,17 @@ func (c *Cloud) rebalanceFor(in *instance, at time.Time) (time.Time, bool) {
 	return rb, true
 }
 
-// dueLocked is the earliest action due by now over every instance; ties
-// go by kind, then by instance, so the order never depends on map order.
+// dueLocked takes the earliest action due by now over every instance;
+// ties go by kind, then by instance, so the order never depends on map
+// order. The instance is planned again before the next one is taken.
 func (c *Cloud) dueLocked(now, until time.Time) (*instance, action, bool) {
-	var best *instance
-	var ba action
-	for _, in := range c.insts {
-		a, ok := c.planLocked(in, until)
-		if !ok || a.at.After(now) {
-			continue
-		}
-		if best == nil || cmp.Or(a.at.Compare(ba.at), cmp.Compare(a.kind, ba.kind),
-			compareInstances(in.rec.Instance, best.rec.Instance)) < 0 {
-			best, ba = in, a
-		}
+	c.planAllLocked(now, until)
+	if c.acts.Len() == 0 || c.acts.items[0].at.After(now) {
+		return nil, action{}, false
 	}
-	return best, ba, best != nil
+	p := heap.Pop(c.acts).(planned)
+	c.changedLocked(p.in)
+	return p.in, p.a, true
 }
 
 // applyLocked carries out an action at its own time.
@@ -320,11 +315,9 @@ func (c *Cloud) holdFor(id string) time.Duration {
 // nextWakeLocked is the earliest thing due after now: an instance's action,
 // a trace's change, a hold's end. The price step is the caller's.
 func (c *Cloud) nextWakeLocked(now, next time.Time) time.Time {
-	until := c.horizon(now)
-	for _, in := range c.insts {
-		if a, ok := c.planLocked(in, until); ok && a.at.Before(next) {
-			next = a.at
-		}
+	c.planAllLocked(now, c.horizon(now))
+	if c.acts.Len() > 0 && c.acts.items[0].at.Before(next) {
+		next = c.acts.items[0].at
 	}
 	for _, tr := range c.traces {
 		if t, ok := tr.nextChange(now); ok && t.Before(next) {

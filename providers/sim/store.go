@@ -60,6 +60,7 @@ func (c *Cloud) storeCtx() (context.Context, context.CancelFunc) {
 
 // putLocked writes an instance's record.
 func (c *Cloud) putLocked(in *instance) error {
+	c.changedLocked(in) // every change to a record is written: plan it again
 	if c.store == nil {
 		return nil
 	}
@@ -125,6 +126,7 @@ func (c *Cloud) pruneLocked(now time.Time) {
 				continue
 			}
 			delete(c.insts, id)
+			in.gone = true
 			delete(c.unsaved, id)
 			ids := slices.DeleteFunc(c.byKey[i.IdempotencyKey], func(x string) bool { return x == id })
 			if len(ids) == 0 {
@@ -172,6 +174,7 @@ func (c *Cloud) load(ctx context.Context) error {
 		}
 		in := &instance{rec: rec}
 		c.insts[rec.Instance.ID] = in
+		c.changedLocked(in)
 		c.byKey[rec.Instance.IdempotencyKey] = append(c.byKey[rec.Instance.IdempotencyKey], rec.Instance.ID)
 		if rec.Instance.State.Ended() {
 			if o, ok := c.offers[rec.Offer]; ok && !rec.HeldUntil.IsZero() {
