@@ -200,6 +200,13 @@ func BenchmarkSubmitToPlacedAged200PerSecond(b *testing.B) {
 	reportLatency(b, last, "last-minute-")
 	b.ReportMetric(float64(s.Scheduler().Stats().Queued), "queued-at-end")
 	b.ReportMetric(rssMB(), "rss-MB")
+	if path := os.Getenv("SPOTWISE_HEAP_PROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			runtime.GC()
+			_ = pprof.WriteHeapProfile(f)
+			f.Close()
+		}
+	}
 }
 
 // cpuProfile profiles the measured part of a benchmark into the file

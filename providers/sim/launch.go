@@ -303,6 +303,10 @@ func (c *Cloud) endLocked(in *instance, now time.Time, state providers.InstanceS
 		c.fx.stops = append(c.fx.stops, in.stop)
 		in.stop = nil
 	}
+	// No runner starts again on an ended instance, and its attempt's NATS
+	// user is revoked: its credential is kept neither here nor in the
+	// store (2 KB per launch, for the retention period).
+	in.rec.Workload.AgentCredentials = ""
 	c.persistLocked(in)
 	c.emitInstanceLocked(kind, in, now)
 	c.log.Info("instance ended", zap.String("instance", i.ID), zap.String("offer", in.rec.Offer),

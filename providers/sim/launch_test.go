@@ -293,3 +293,32 @@ func TestFailInstance(t *testing.T) {
 		})
 	}
 }
+
+// An instance's agent credential is kept while it may still be needed (a
+// restarted cloud starts the runner again) and dropped, in memory and in
+// the store, once the instance ends.
+func TestEndedInstanceKeepsNoAgentCredential(t *testing.T) {
+	e := newEnv(t)
+	req := e.request(awsSmallOD, "creds", 1)
+	req.Workload.AgentCredentials = "-----BEGIN NATS USER JWT-----\nsecret\n"
+	insts, err := e.cloud.Launch(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := insts[0].ID
+	stored := func() string { b, _, _ := e.store.Get(context.Background(), storeKey(id)); return string(b) }
+	if !strings.Contains(stored(), "secret") {
+		t.Fatal("a live instance's record lost its agent credential")
+	}
+	if err := e.cloud.Terminate(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(stored(), "secret") {
+		t.Error("the ended instance's stored record still holds its agent credential")
+	}
+	e.cloud.mu.Lock()
+	defer e.cloud.mu.Unlock()
+	if c := e.cloud.insts[id].rec.Workload.AgentCredentials; c != "" {
+		t.Error("the ended instance still holds its agent credential in memory")
+	}
+}
