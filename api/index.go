@@ -24,6 +24,10 @@ type index struct {
 	byID  map[string]*entry
 	order []*entry // listed jobs, oldest first
 	ready chan struct{}
+	// deleted, when set, is told of every job removed from the bucket.
+	deleted func(id string)
+	// recs, when set, is kept current with every change.
+	recs *records
 }
 
 type entry struct {
@@ -38,6 +42,7 @@ type entry struct {
 	deleted    bool
 	sum        Summary
 	launchedAt time.Time
+	finishedAt time.Time // set once the job is finished
 	hourly     money.Micros
 	endedCost  money.Micros
 }
@@ -93,6 +98,9 @@ func (ix *index) apply(c events.JobChange) {
 	if ok && c.Revision <= e.rev {
 		return
 	}
+	if ix.recs != nil {
+		ix.recs.changed(c.ID, c.Record, c.Revision)
+	}
 	if c.Record == nil {
 		if !ok {
 			e = &entry{id: c.ID}
@@ -101,6 +109,9 @@ func (ix *index) apply(c events.JobChange) {
 			ix.remove(e)
 		}
 		e.rev, e.deleted = c.Revision, true
+		if ix.deleted != nil {
+			ix.deleted(c.ID)
+		}
 		return
 	}
 	r := c.Record
@@ -118,13 +129,32 @@ func (ix *index) apply(c events.JobChange) {
 	// Names and teams repeat across many jobs: keep one copy of each.
 	e.sum = Summary{ID: e.id, Name: unique.Make(r.Spec.Name).Value(), Team: unique.Make(r.Spec.Team).Value(), Priority: r.Spec.Prio(),
 		State: r.Status.State, Placement: lastPlacement(r), Progress: r.Status.Progress, SubmittedAt: r.Status.SubmittedAt}
-	e.endedCost, e.launchedAt, e.hourly = r.Status.EndedCost, time.Time{}, 0
+	e.endedCost, e.launchedAt, e.hourly, e.finishedAt = r.Status.EndedCost, time.Time{}, 0, time.Time{}
+	if r.Status.State.Terminal() {
+		e.finishedAt = r.Status.FinishedAt
+		if e.finishedAt.IsZero() {
+			e.finishedAt = r.Status.UpdatedAt
+		}
+	}
 	if a := r.Status.Current; a != nil && !a.LaunchedAt.IsZero() {
 		e.launchedAt, e.hourly = a.LaunchedAt, a.Placement.HourlyCost()
 	}
 	if !listed {
 		ix.insert(e)
 	}
+}
+
+// cache caches a record read from the store at revision rev, unless the
+// index has seen a newer change: with the index's lock held, a change the
+// watch brings meanwhile either came first (and the read is not cached)
+// or comes after (and updates the cached one).
+func (ix *index) cache(r *job.Record, rev uint64) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if e, ok := ix.byID[r.ID]; ok && e.rev > rev {
+		return
+	}
+	ix.recs.put(r.ID, r, rev)
 }
 
 // Query filters a listing.

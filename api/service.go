@@ -24,6 +24,7 @@ type Service struct {
 	clock clock.Clock
 	log   *zap.Logger
 	ix    *index
+	hist  *histories
 	authn *auth.Authenticator
 }
 
@@ -33,7 +34,10 @@ func NewService(bus *events.Bus, vocab job.Vocabulary, clk clock.Clock, log *zap
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Service{bus: bus, jobs: bus.Jobs(), vocab: vocab, clock: clk, log: log, ix: newIndex()}
+	s := &Service{bus: bus, jobs: bus.Jobs(), vocab: vocab, clock: clk, log: log, ix: newIndex(), hist: newHistories(4096, 32<<10)}
+	s.ix.deleted = s.hist.forget
+	s.ix.recs = newRecords(16 << 10)
+	return s
 }
 
 // Start begins keeping the listing index; it returns once the index holds
@@ -158,7 +162,7 @@ func (s *Service) Get(ctx context.Context, id string) (*JobView, error) {
 	if !job.ValidID(id) {
 		return nil, errNotFound(id)
 	}
-	rec, _, err := s.jobs.Get(ctx, id)
+	rec, since, err := s.record(ctx, id)
 	if errors.Is(err, events.ErrNotFound) {
 		return nil, errNotFound(id)
 	}
@@ -169,39 +173,75 @@ func (s *Service) Get(ctx context.Context, id string) (*JobView, error) {
 		// Another team's job is not there, as far as the caller can tell.
 		return nil, errNotFound(id)
 	}
-	return s.view(ctx, rec)
+	return s.viewSettled(ctx, rec, !since.IsZero() && time.Since(since) > settleAfter)
+}
+
+// settleAfter is how long a finished job's record must have stayed the
+// same before its history is taken as complete: the last events of a job
+// (its instances' ends) come within seconds of its end.
+const settleAfter = time.Minute
+
+// record reads a job's record for a view: a finished job's from the cache
+// when it is there (since is when the cache first held it as it is), any
+// other from the store (since is zero).
+func (s *Service) record(ctx context.Context, id string) (_ *job.Record, since time.Time, _ error) {
+	if r, at, ok := s.ix.recs.get(id); ok {
+		return r, at, nil
+	}
+	r, rev, err := s.jobs.Read(ctx, id)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	s.ix.cache(r, rev)
+	return r, time.Time{}, nil
 }
 
 func (s *Service) view(ctx context.Context, rec *job.Record) (*JobView, error) {
-	var reasons []job.PendingReason
-	if rec.Status.State == job.Queued {
-		reasons = s.pendingReasons(ctx, rec.ID)
-	}
-	history, err := s.bus.JobHistory(ctx, rec.ID, 500)
+	return s.viewSettled(ctx, rec, false)
+}
+
+// viewSettled is view; settled says the job has been finished, unchanged,
+// long enough for its history to be complete.
+func (s *Service) viewSettled(ctx context.Context, rec *job.Record, settled bool) (*JobView, error) {
+	history, err := s.hist.read(ctx, s.bus, rec.ID, settled)
 	if err != nil {
 		s.log.Warn("reading job history", zap.String("job", rec.ID), zap.Error(err))
+	}
+	var reasons []job.PendingReason
+	if rec.Status.State == job.Queued {
+		reasons = s.pendingReasons(ctx, rec.ID, history)
 	}
 	return viewOf(rec, s.clock.Now(), reasons, history), nil
 }
 
-// pendingReasons asks the active scheduler why a queued job is pending.
-// No answer (no scheduler running, or it has not looked at the job yet)
-// means no reasons, not an error.
-func (s *Service) pendingReasons(ctx context.Context, id string) []job.PendingReason {
+// pendingAnswer is how long a view waits for the scheduler to say why a
+// job is pending before it shows the reasons its history last recorded.
+const pendingAnswer = 100 * time.Millisecond
+
+// pendingReasons asks the active scheduler why a queued job is pending,
+// as of its last cycle. Without a prompt answer (no scheduler running, or
+// one busy) they are the reasons the job's history last recorded (their
+// kinds are current; their counts may be older); none is not an error.
+func (s *Service) pendingReasons(ctx context.Context, id string, history []events.HistoryEntry) []job.PendingReason {
 	req, _ := json.Marshal(map[string]string{"id": id})
-	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	rctx, cancel := context.WithTimeout(ctx, pendingAnswer)
 	defer cancel()
 	b, err := s.bus.Request(rctx, events.SubjectPendingReasons, req)
-	if err != nil {
-		return nil
-	}
 	var reply struct {
 		Reasons []job.PendingReason `json:"reasons"`
 	}
-	if json.Unmarshal(b, &reply) != nil {
-		return nil
+	if err == nil && json.Unmarshal(b, &reply) == nil && len(reply.Reasons) > 0 {
+		return reply.Reasons
 	}
-	return reply.Reasons
+	for i := len(history) - 1; i >= 0; i-- {
+		switch ev := history[i].Event; {
+		case ev.Kind == events.KindPending:
+			return ev.Reasons
+		case ev.State != job.Queued:
+			return nil // requeued since: nothing recorded for this wait yet
+		}
+	}
+	return nil
 }
 
 // List returns a page of jobs, newest first.

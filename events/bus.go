@@ -137,6 +137,12 @@ type Bus struct {
 	source   string
 	replicas int
 	jobs     *JobStore
+	// readers are more connections for the API's reads: a direct get is
+	// answered in the reading connection's turn on the server, so one
+	// connection's reads wait on each other (and on a message block
+	// loaded from disk).
+	readers  []*nats.Conn
+	readNext atomic.Uint64
 	meta     *KV
 	sim      *KV
 	tokens   *KV
@@ -281,6 +287,16 @@ func Open(ctx context.Context, cfg Config, source string, clk clock.Clock, log *
 		b.Close()
 		return nil, fmt.Errorf("JetStream: %w", err)
 	}
+	if !cfg.Client && !cfg.Agent {
+		for range readConns {
+			rc, err := nats.Connect(url, append(opts, nats.Name("spotwise-reader"))...)
+			if err != nil {
+				b.Close()
+				return nil, fmt.Errorf("connecting to NATS %s: %w", redactURL(url), redactErr(err))
+			}
+			b.readers = append(b.readers, rc)
+		}
+	}
 	if cfg.Agent {
 		if cfg.AgentSimClock { // the one bucket an agent may read
 			kv, err := b.js.KeyValue(ctx, BucketMeta)
@@ -406,6 +422,18 @@ func (b *Bus) ensure(ctx context.Context, client bool) error {
 		}
 	}
 	b.jobs = &JobStore{kv: kvs[BucketJobs], log: b.log}
+	for _, rc := range b.readers {
+		js, err := jetstream.New(rc)
+		if err == nil {
+			var kv jetstream.KeyValue
+			if kv, err = js.KeyValue(ctx, BucketJobs); err == nil {
+				b.jobs.reads = append(b.jobs.reads, kv)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("bucket %s: %w", BucketJobs, err)
+		}
+	}
 	b.meta = &KV{kv: kvs[BucketMeta]}
 	b.sim = &KV{kv: kvs[BucketSim]}
 	b.tokens = &KV{kv: kvs[BucketTokens]}
@@ -413,10 +441,25 @@ func (b *Bus) ensure(ctx context.Context, client bool) error {
 	return nil
 }
 
+// readConns is how many connections the API's reads share.
+const readConns = 4
+
+// readConn is the next of the read connections (the main one when there
+// are none).
+func (b *Bus) readConn() *nats.Conn {
+	if len(b.readers) == 0 {
+		return b.nc
+	}
+	return b.readers[b.readNext.Add(1)%uint64(len(b.readers))]
+}
+
 // Close drains the connection and stops the embedded server, if any.
 func (b *Bus) Close() {
 	if b.sysc != nil {
 		b.sysc.Close()
+	}
+	for _, rc := range b.readers {
+		rc.Close()
 	}
 	if b.nc != nil {
 		_ = b.nc.Drain()

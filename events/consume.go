@@ -330,48 +330,6 @@ func (b *Bus) Request(ctx context.Context, subject string, data []byte) ([]byte,
 	return m.Data, nil
 }
 
-// HistoryEntry is one stored job event.
-type HistoryEntry struct {
-	Seq      uint64
-	Envelope Envelope
-	Event    *JobEvent
-}
-
-// JobHistory reads a job's history, oldest first, at most limit entries
-// (the newest ones when there are more).
-func (b *Bus) JobHistory(ctx context.Context, jobID string, limit int) ([]HistoryEntry, error) {
-	stream, err := b.js.Stream(ctx, StreamJobs)
-	if err != nil {
-		return nil, fmt.Errorf("history of %s: %w", jobID, err)
-	}
-	subj := JobEventsSubject(jobID)
-	var out []HistoryEntry
-	seq := uint64(1)
-	for {
-		raw, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("history of %s: %w", jobID, err)
-		}
-		seq = raw.Sequence + 1
-		env, p, err := Decode(raw.Data)
-		if err != nil {
-			continue // a garbled entry is skipped, not fatal to the history
-		}
-		ev, ok := p.(*JobEvent)
-		if !ok {
-			continue
-		}
-		out = append(out, HistoryEntry{Seq: raw.Sequence, Envelope: env, Event: ev})
-		if limit > 0 && len(out) > limit {
-			out = out[1:]
-		}
-	}
-	return out, nil
-}
-
 // Follow delivers the messages of a stream's subjects to h from an
 // ephemeral ordered consumer until ctx ends or stop is called (it returns
 // once h no longer runs): with lastPerSubject, starting at the newest

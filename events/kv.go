@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -171,6 +172,9 @@ func (k *KV) watch(ctx context.Context, key string, fn func(jetstream.KeyValueEn
 type JobStore struct {
 	kv  jetstream.KeyValue
 	log *zap.Logger
+	// reads are the bucket on the read connections, for Read.
+	reads    []jetstream.KeyValue
+	readNext atomic.Uint64
 }
 
 // Create stores a new record; ErrExists if the ID is taken.
@@ -185,10 +189,14 @@ func (s *JobStore) Create(ctx context.Context, r *job.Record) (uint64, error) {
 
 // Get reads a record and its revision; ErrNotFound if there is none.
 func (s *JobStore) Get(ctx context.Context, id string) (*job.Record, uint64, error) {
+	return getRecord(ctx, s.kv, id)
+}
+
+func getRecord(ctx context.Context, kv jetstream.KeyValue, id string) (*job.Record, uint64, error) {
 	if !job.ValidID(id) {
 		return nil, 0, fmt.Errorf("%w: %q is not a job ID", ErrNotFound, id)
 	}
-	e, err := s.kv.Get(ctx, id)
+	e, err := kv.Get(ctx, id)
 	if err != nil {
 		return nil, 0, mapKVError(err)
 	}
@@ -197,6 +205,26 @@ func (s *JobStore) Get(ctx context.Context, id string) (*job.Record, uint64, err
 		return nil, 0, fmt.Errorf("job %s: %w", id, err)
 	}
 	return r, e.Revision(), nil
+}
+
+// purge removes a record and its older revisions.
+func (s *JobStore) purge(ctx context.Context, id string) error {
+	err := s.kv.Purge(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	return mapKVError(err)
+}
+
+// Read is Get for readers that write nothing back (the API's views): it
+// goes over the read connections, so that many of them are answered at
+// once.
+func (s *JobStore) Read(ctx context.Context, id string) (*job.Record, uint64, error) {
+	if len(s.reads) == 0 {
+		return s.Get(ctx, id)
+	}
+	kv := s.reads[s.readNext.Add(1)%uint64(len(s.reads))]
+	return getRecord(ctx, kv, id)
 }
 
 // DecodeRecord reads a stored record, refusing one that is garbled.

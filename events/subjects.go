@@ -228,6 +228,8 @@ func streamConfigs(replicas int) []jetstream.StreamConfig {
 			Storage:           jetstream.FileStorage,
 			Replicas:          replicas,
 			Duplicates:        2 * time.Minute,
+			// Direct gets: a job's history is read in one request.
+			AllowDirect: true,
 		}
 	}
 	return []jetstream.StreamConfig{

@@ -54,6 +54,7 @@ type Config struct {
 	Scheduler   SchedulerConfig   `json:"scheduler"`
 	Feeds       FeedsConfig       `json:"feeds"`
 	Checkpoints CheckpointsConfig `json:"checkpoints"`
+	Retention   RetentionConfig   `json:"retention"`
 	Alerts      alerts.Config     `json:"alerts"`
 	// HTTPTLS serves the API over TLS (both files, PEM).
 	HTTPTLS TLSFiles `json:"http_tls"`
@@ -230,6 +231,17 @@ type SchedulerConfig struct {
 	Arbitrage         ArbitrageConfig `json:"arbitrage"`
 }
 
+// RetentionConfig is how long finished jobs stay in the store (their
+// records and histories): the active scheduler's server removes, every
+// interval, those that finished longer than finished_max_age ago
+// (scheduler time) and the oldest beyond finished_max_jobs. 0 is no
+// limit; live jobs always stay.
+type RetentionConfig struct {
+	FinishedMaxAge  job.Duration `json:"finished_max_age"`
+	FinishedMaxJobs int          `json:"finished_max_jobs"`
+	Interval        job.Duration `json:"interval"`
+}
+
 // ArbitrageConfig tunes the moves of running jobs to clearly cheaper
 // capacity.
 type ArbitrageConfig struct {
@@ -253,6 +265,8 @@ func Defaults() Config {
 		Sim: SimConfig{Enabled: true, Speed: 120, Seed: 1, PriceInterval: job.Duration(10 * time.Minute),
 			Interruptions: simInterruptions(sim.DefaultInterruptions()), Faults: SimFaults{UnknownLaunched: 0.5},
 			RunCommands: []string{"spotwise"}, Agent: "inprocess"},
+		Retention: RetentionConfig{FinishedMaxAge: job.Duration(30 * 24 * time.Hour), FinishedMaxJobs: 1_000_000,
+			Interval: job.Duration(10 * time.Minute)},
 		Scheduler: SchedulerConfig{
 			ReconcileInterval: job.Duration(15 * time.Second),
 			UnavailableFor:    job.Duration(3 * time.Minute),
@@ -401,6 +415,12 @@ func (c *Config) Validate() error {
 	}
 	if c.NATS.URL == "" && c.NATS.IdentityDir != "" {
 		bad("nats.identity_dir", "is for an external NATS (nats.url): the embedded server keeps its own identity in <data_dir>/nats")
+	}
+	if c.Retention.FinishedMaxAge < 0 || c.Retention.FinishedMaxJobs < 0 {
+		bad("retention", "finished_max_age and finished_max_jobs are 0 (no limit) or more")
+	}
+	if c.Retention.Interval.D() < time.Second {
+		bad("retention.interval", "%s is under a second", c.Retention.Interval.D())
 	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		bad("http_addr", "%q is not host:port", c.HTTPAddr)

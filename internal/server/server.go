@@ -251,7 +251,41 @@ func (s *Server) lead(ctx context.Context) error {
 	}
 	s.term.Store(&term{cloud: cloud, clouds: clouds, scheduler: sched})
 	defer s.term.Store(nil)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.prune(tctx)
+	}()
 	return sched.Run(tctx)
+}
+
+// prune removes the finished jobs the retention no longer keeps, every
+// retention interval while this server's term lasts (a store far over
+// its limits is brought down a batch at a time, one batch after another).
+func (s *Server) prune(ctx context.Context) {
+	r := s.cfg.Retention
+	policy := api.Retention{MaxAge: r.FinishedMaxAge.D(), MaxJobs: r.FinishedMaxJobs}
+	if policy.MaxAge == 0 && policy.MaxJobs == 0 {
+		return
+	}
+	wait := r.Interval.D()
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		n, err := s.api.Prune(ctx, policy)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("retention", zap.Error(err))
+		}
+		wait = r.Interval.D()
+		if n > 0 && err == nil {
+			wait = time.Second // more may be over the limits
+		}
+	}
 }
 
 // checkSimScope refuses simulated providers or regions the catalog does

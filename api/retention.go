@@ -1,0 +1,93 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Retention is how long finished jobs stay in the store: a finished job
+// goes, record and history, once it finished longer than MaxAge ago, or
+// when more than MaxJobs finished jobs are stored, oldest first (by
+// submission). Zero is no limit. Live jobs are never removed.
+type Retention struct {
+	MaxAge  time.Duration
+	MaxJobs int
+}
+
+// pruneBatch is the most jobs one Prune removes: a store far over its
+// limits is brought down over several rounds, not in one long stall.
+const pruneBatch = 10_000
+
+// Prune removes the finished jobs the retention no longer keeps, at most
+// pruneBatch of them, and returns how many it removed. It is the active
+// scheduler's server's to call; removing a job twice is harmless.
+func (s *Service) Prune(ctx context.Context, r Retention) (int, error) {
+	ids := s.ix.expired(r, s.clock.Now(), pruneBatch)
+	n, err := s.bus.DeleteJobs(ctx, ids)
+	// Out of the index now, not when the watch brings the deletions: the
+	// next round must not count them again.
+	s.ix.removed(ids[:n])
+	if n > 0 {
+		s.log.Info("finished jobs removed by retention", zap.Int("jobs", n), zap.Duration("max_age", r.MaxAge), zap.Int("max_jobs", r.MaxJobs))
+	}
+	if err != nil {
+		return n, fmt.Errorf("removing finished jobs: %w", err)
+	}
+	return n, nil
+}
+
+// removed marks jobs deleted from the bucket ahead of the watch.
+func (ix *index) removed(ids []string) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for _, id := range ids {
+		if e, ok := ix.byID[id]; ok && !e.deleted {
+			ix.remove(e)
+			e.deleted = true
+			if ix.recs != nil {
+				ix.recs.put(id, nil, e.rev+1)
+			}
+			if ix.deleted != nil {
+				ix.deleted(id)
+			}
+		}
+	}
+}
+
+// expired lists up to limit finished jobs the retention no longer keeps,
+// oldest first.
+func (ix *index) expired(r Retention, now time.Time, limit int) []string {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	over := 0
+	if r.MaxJobs > 0 {
+		finished := 0
+		for _, e := range ix.order {
+			if !e.deleted && !e.finishedAt.IsZero() {
+				finished++
+			}
+		}
+		over = finished - r.MaxJobs
+	}
+	var out []string
+	for _, e := range ix.order {
+		if len(out) == limit {
+			break
+		}
+		if e.deleted || e.finishedAt.IsZero() {
+			continue
+		}
+		switch {
+		case over > 0:
+			over--
+		case r.MaxAge > 0 && now.Sub(e.finishedAt) > r.MaxAge:
+		default:
+			continue
+		}
+		out = append(out, e.id)
+	}
+	return out
+}

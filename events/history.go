@@ -1,0 +1,135 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// HistoryEntry is one stored job event.
+type HistoryEntry struct {
+	Seq      uint64
+	Envelope Envelope
+	Event    *JobEvent
+}
+
+// historyBatch is how many events one request reads.
+const historyBatch = 256
+
+// JobHistory reads a job's history, oldest first, at most limit entries
+// (the newest ones when there are more; 0 is all).
+func (b *Bus) JobHistory(ctx context.Context, jobID string, limit int) ([]HistoryEntry, error) {
+	return b.JobHistoryAfter(ctx, jobID, 0, limit)
+}
+
+// JobHistoryAfter reads the events of a job's history stored after
+// sequence after, oldest first, at most limit (the newest ones when there
+// are more; 0 is all). A history of up to 256 new events is one request,
+// and a history with nothing new is one request answered "none": this is
+// how a cached history is brought up to date.
+func (b *Bus) JobHistoryAfter(ctx context.Context, jobID string, after uint64, limit int) ([]HistoryEntry, error) {
+	subj := JobEventsSubject(jobID)
+	var out []HistoryEntry
+	from := after + 1
+	for {
+		last, more, err := b.directBatch(ctx, StreamJobs, subj, from, historyBatch, func(seq uint64, data []byte) {
+			env, p, err := Decode(data)
+			if err != nil {
+				return // a garbled entry is skipped, not fatal to the history
+			}
+			ev, ok := p.(*JobEvent)
+			if !ok {
+				return
+			}
+			out = append(out, HistoryEntry{Seq: seq, Envelope: env, Event: ev})
+			if limit > 0 && len(out) > limit {
+				out = out[1:]
+			}
+		})
+		if err != nil {
+			return out, fmt.Errorf("history of %s: %w", jobID, err)
+		}
+		if !more {
+			return out, nil
+		}
+		from = last + 1
+	}
+}
+
+// directBatch asks the stream for up to n messages on subject from
+// sequence from on, in one direct get (the stream allows them), and hands
+// each to fn in order. It returns the sequence of the last one and whether
+// the subject has more after it.
+func (b *Bus) directBatch(ctx context.Context, stream, subject string, from uint64, n int, fn func(seq uint64, data []byte)) (last uint64, more bool, err error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	req := fmt.Appendf(nil, `{"seq":%d,"next_by_subj":%q,"batch":%d}`, from, subject, n)
+	nc := b.readConn()
+	inbox := nc.NewInbox()
+	// Room for the whole answer (the batch and its end): a
+	// SubscribeSync's channel would be 64k messages, half a megabyte to
+	// allocate and clear per request.
+	msgs := make(chan *nats.Msg, n+2)
+	sub, err := nc.ChanSubscribe(inbox, msgs)
+	if err != nil {
+		return 0, false, err
+	}
+	defer sub.Unsubscribe()
+	if err := nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, req); err != nil {
+		return 0, false, err
+	}
+	for got := 0; ; got++ {
+		var m *nats.Msg
+		select {
+		case m = <-msgs:
+		case <-ctx.Done():
+			return last, false, ctx.Err()
+		}
+		switch status := m.Header.Get("Status"); status {
+		case "":
+		case "404": // nothing (more) on the subject
+			return last, false, nil
+		case "204": // end of the batch
+			pending, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+			return last, pending > 0 && got > 0, nil
+		default:
+			return last, false, fmt.Errorf("direct get from %s: %s %s", stream, status, m.Header.Get("Description"))
+		}
+		seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+		if err != nil || seq <= last {
+			return last, false, errors.New("direct get: a message without a sequence, or out of order")
+		}
+		last = seq
+		fn(seq, m.Data)
+	}
+}
+
+// DeleteJobs removes jobs from the store: each one's history, then its
+// record (and the record's older revisions). It returns how many it
+// removed before an error; a job already gone is not an error.
+func (b *Bus) DeleteJobs(ctx context.Context, ids []string) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	st, err := b.js.Stream(ctx, StreamJobs)
+	if err != nil {
+		return 0, err
+	}
+	for i, id := range ids {
+		if err := st.Purge(ctx, jetstream.WithPurgeSubject(JobEventsSubject(id))); err != nil {
+			return i, fmt.Errorf("history of %s: %w", id, err)
+		}
+		if err := b.jobs.purge(ctx, id); err != nil {
+			return i, fmt.Errorf("record of %s: %w", id, err)
+		}
+	}
+	return len(ids), nil
+}

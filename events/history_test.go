@@ -1,0 +1,71 @@
+package events_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/events/eventstest"
+	"github.com/spotwise/spotwise/job"
+)
+
+// A history longer than one request's batch comes back whole and in order,
+// from the start or from any sequence on, with another job's events in
+// between left out and a garbled entry skipped.
+func TestJobHistoryPagesThroughLongHistories(t *testing.T) {
+	ctx := context.Background()
+	b := eventstest.NewBus(t, nil)
+	id, other := job.NewID(time.Now()), job.NewID(time.Now().Add(time.Millisecond))
+	const n = 700
+	for i := range n {
+		if err := b.Publish(ctx, events.JobEventsSubject(id), &events.JobEvent{JobID: id, Kind: events.KindPending, State: job.Queued, Message: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 {
+			if err := b.Publish(ctx, events.JobEventsSubject(other), &events.JobEvent{JobID: other, Kind: events.KindPending, State: job.Queued}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i == 400 {
+			if err := b.PublishRaw(ctx, events.JobEventsSubject(id), []byte("{garbled")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	all, err := b.JobHistory(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != n {
+		t.Fatalf("history has %d events, want %d", len(all), n)
+	}
+	for i, e := range all {
+		if e.Event.Message != fmt.Sprint(i) || e.Event.JobID != id || (i > 0 && e.Seq <= all[i-1].Seq) {
+			t.Fatalf("event %d is %+v (seq %d)", i, e.Event, e.Seq)
+		}
+	}
+	newest, err := b.JobHistory(ctx, id, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(newest) != 500 || newest[0].Seq != all[200].Seq || newest[499].Seq != all[n-1].Seq {
+		t.Fatalf("the newest 500 are %d events from seq %d", len(newest), newest[0].Seq)
+	}
+	after, err := b.JobHistoryAfter(ctx, id, all[349].Seq, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != n-350 || after[0].Seq != all[350].Seq {
+		t.Fatalf("after event 349: %d events from seq %d", len(after), after[0].Seq)
+	}
+	none, err := b.JobHistoryAfter(ctx, id, all[n-1].Seq, 0)
+	if err != nil || len(none) != 0 {
+		t.Fatalf("after the newest: %d events, %v", len(none), err)
+	}
+	unknown, err := b.JobHistory(ctx, job.NewID(time.Now().Add(time.Second)), 0)
+	if err != nil || len(unknown) != 0 {
+		t.Fatalf("a job with no history: %d events, %v", len(unknown), err)
+	}
+}

@@ -1,0 +1,178 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spotwise/spotwise/api"
+	"github.com/spotwise/spotwise/job"
+)
+
+// BenchmarkReaders1000 is a dashboard's load on a server that has aged:
+// 100,000 jobs in the store (90,000 ended, 10,000 queued), 1,000 running
+// with a history of placements and reports, and 1,000 readers, each on
+// its own connection, each polling once a second (1,000 requests a second
+// in all, at random phases) for SPOTWISE_BENCH_READ_SECONDS seconds
+// (default 30). First every reader has one job's page open and reads it
+// (half of them a running job, half any job in the store: most of those
+// finished long ago, and the first read of each comes from disk), then
+// every reader lists a page of 100 (the newest jobs, a state, a team, or a
+// page further down, at random). It
+// reports the percentiles of each, the requests that failed, and the
+// process's RSS. The targets are GET p99 under 20 ms and list p99 under
+// 50 ms.
+func BenchmarkReaders1000(b *testing.B) {
+	const readers = 1000
+	seconds := 30
+	if v, err := strconv.Atoi(os.Getenv("SPOTWISE_BENCH_READ_SECONDS")); err == nil && v > 0 {
+		seconds = v
+	}
+	s := benchServer(b, 1)
+	fillStore(b, s, 90_000, 10_000)
+	c := benchClient(s)
+	run := []byte("name: reader-bench\nteam: vision\ncommand: [x]\nresources: {gpus_per_node: 1}\nwork: 4h on T4\ncheckpoint: {duration: 10s}\n")
+	running := make([]string, 0, 1000)
+	var rmu sync.Mutex
+	submitAll(b, cap(running), func(ctx context.Context, _ int) error {
+		v, _, err := c.Submit(ctx, run, "application/yaml", "")
+		if err == nil {
+			rmu.Lock()
+			running = append(running, v.ID)
+			rmu.Unlock()
+		}
+		return err
+	})
+	nrunning := func() int {
+		l, err := c.ListAll(context.Background(), api.Query{States: []job.State{job.Running}, Limit: 1000}, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return len(l)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for nrunning() < len(running) && time.Now().Before(deadline) {
+		time.Sleep(time.Second)
+	}
+	if len(running) == 0 {
+		b.Fatal("no job to run")
+	}
+	all, err := c.ListAll(context.Background(), api.Query{Limit: 1000}, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d jobs in the store, %d running", len(all), nrunning())
+
+	// Every reader has its own connection, as 1,000 browsers would, and
+	// reads the answer without decoding it: the server's time is what is
+	// measured, and the readers share its two cores.
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: readers, MaxConnsPerHost: readers}}
+	fetch := func(path string) error {
+		req, err := http.NewRequest(http.MethodGet, "http://"+s.HTTPAddr()+path, nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+s.OperatorToken())
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", path, resp.Status)
+		}
+		return nil
+	}
+	teams := []string{"vision", "history", "bench"}
+	// Each reader has one job's page open: half of them a running job's,
+	// half any job's in the store (most of them finished long ago).
+	watched := make([]string, readers)
+	wrng := rand.New(rand.NewPCG(3, 4))
+	for r := range watched {
+		watched[r] = all[wrng.IntN(len(all))].ID
+		if r%2 == 0 {
+			watched[r] = running[wrng.IntN(len(running))]
+		}
+	}
+	get := func(r int, _ *rand.Rand) error { return fetch("/v1/jobs/" + watched[r]) }
+	list := func(_ int, rng *rand.Rand) error {
+		q := "/v1/jobs?limit=100"
+		switch rng.IntN(4) {
+		case 1:
+			q += "&state=running"
+		case 2:
+			q += "&team=" + teams[rng.IntN(len(teams))]
+		case 3:
+			q += "&after=" + all[rng.IntN(len(all))].ID
+		}
+		return fetch(q)
+	}
+	b.ResetTimer()
+	defer cpuProfile()()
+	for i := 0; b.Loop(); i++ {
+		if i > 0 {
+			continue // one run, whatever -benchtime asks for
+		}
+		lat, first, failed := poll(readers, time.Duration(seconds)*time.Second, get)
+		reportLatency(b, lat, "get-")
+		reportLatency(b, first, "get-first-")
+		b.ReportMetric(float64(failed), "get-failed")
+		lat, _, failed = poll(readers, time.Duration(seconds)*time.Second, list)
+		reportLatency(b, lat, "list-")
+		b.ReportMetric(float64(failed), "list-failed")
+	}
+	b.ReportMetric(rssMB(), "rss-MB")
+}
+
+// poll runs readers goroutines for d, each calling req once a second from
+// a random phase, and returns the latency of every call that succeeded, of
+// every reader's first call (which all come in the first second) and how
+// many failed.
+func poll(readers int, d time.Duration, req func(reader int, rng *rand.Rand) error) (lat, first []time.Duration, failed int) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	end := time.Now().Add(d)
+	for r := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(r), 7))
+			next := time.Now().Add(time.Duration(rng.Int64N(int64(time.Second))))
+			var mine []time.Duration
+			bad := 0
+			for {
+				time.Sleep(time.Until(next))
+				if next.After(end) {
+					break
+				}
+				t := time.Now()
+				if err := req(r, rng); err != nil {
+					bad++
+				} else {
+					mine = append(mine, time.Since(t))
+				}
+				if len(mine)+bad == 1 && bad == 0 {
+					mu.Lock()
+					first = append(first, mine[0])
+					mu.Unlock()
+				}
+				next = next.Add(time.Second)
+			}
+			mu.Lock()
+			lat, failed = append(lat, mine...), failed+bad
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return lat, first, failed
+}
