@@ -30,13 +30,15 @@ var targets = []target{
 	{"BenchmarkSubmitToPlaced200PerSecond", "p99-ms", 50, "submit -> placed at 200/s, 25k jobs in the store"},
 	{"BenchmarkSubmitToPlacedAged200PerSecond", "p99-ms", 50, "submit -> placed at 200/s for 5 min, 100k jobs in the store"},
 	{"BenchmarkSubmitToPlacedAged200PerSecond", "last-minute-p99-ms", 50, "the same, its last minute"},
+	{"BenchmarkSubmitToPlacedAged200PerSecond", "unplaced", 0, "the same, jobs not placed a minute after the end"},
 	{"BenchmarkReaders1000", "get-p99-ms", 20, "GET one job, 1,000 readers"},
+	{"BenchmarkReaders1000", "get-again-p99-ms", 20, "the same, every read but each reader's first"},
 	{"BenchmarkReaders1000", "list-p99-ms", 50, "list 100 per page, 1,000 readers"},
 	{"BenchmarkReaders1000", "get-failed", 0, "GETs that failed"},
 	{"BenchmarkReaders1000", "list-failed", 0, "lists that failed"},
 	{"BenchmarkNotices", "ckpt-req-p99-ms", 100, "notice -> checkpoint request, 10k running"},
 	{"BenchmarkNotices", "replace-p99-ms", 1000, "notice -> replacement requested, 10k running"},
-	{"BenchmarkMemory100kQueuedJobs", "rss-MB", 200, "RSS with 100k queued"},
+	{"BenchmarkMemory100kQueuedJobs", "settled-rss-MB", 200, "RSS with 100k queued"},
 	{"BenchmarkFinished1M", "list-p99-ms", 50, "list 100 per page, 1M finished"},
 	{"BenchmarkFinished1M", "rss-MB", 400, "RSS with 1M finished"},
 }
@@ -131,9 +133,9 @@ func format(v float64, unit string) string {
 	switch unit {
 	case "ns/op":
 		return fmt.Sprintf("%.1f ms", v/1e6)
-	case "rss-MB":
+	case "rss-MB", "settled-rss-MB":
 		return fmt.Sprintf("%.0f MB", v)
-	case "get-failed", "list-failed":
+	case "get-failed", "list-failed", "unplaced":
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.1f ms", v)
