@@ -63,9 +63,14 @@ func TestOneSchedulerAtATime(t *testing.T) {
 			second := r.submit(t, oneGPU)
 			r.waitState(t, second.ID, job.Placing)
 			took := time.Since(stopped)
-			if leaseB.Terms() != 1 || b.Stats().Placements < 1 {
-				t.Fatalf("b did not take over: terms %d, %+v; a %+v; second %+v", leaseB.Terms(), b.Stats(), a.Stats(), r.get(t, second.ID).Status)
-			}
+			// b counts a placement once its write returns, which may be
+			// just after the watch shows the job placing.
+			testutil.CheckFor(t, 2*time.Second, 5*time.Millisecond, func() error {
+				if leaseB.Terms() != 1 || b.Stats().Placements < 1 {
+					return fmt.Errorf("b did not take over: terms %d, %+v; a %+v; second %+v", leaseB.Terms(), b.Stats(), a.Stats(), r.get(t, second.ID).Status)
+				}
+				return nil
+			})
 			ttl := r.bus.LeaseTTL()
 			if !crash && took > ttl {
 				t.Fatalf("takeover after a clean stop took %s", took)
