@@ -56,25 +56,39 @@ func (k RunKind) String() string {
 	return fmt.Sprintf("RunKind(%d)", uint8(k))
 }
 
-// Choice is what a job runs on: nothing, on-demand, or spot in one zone.
+// Choice is what a job runs on: nothing, on-demand (in one zone, or
+// wherever is cheapest), or spot in one zone.
 type Choice struct {
 	Kind RunKind
-	// Zone is the index into PolicyState.Zones of a Spot choice.
+	// Zone is the index into PolicyState.Zones of a Spot choice, and of
+	// an OnDemand choice in a given zone; AnyZone for on-demand means
+	// "stay on the on-demand the job runs on, or else the cheapest to
+	// finish on" (PolicyState.CheapestOnDemand).
 	Zone int
 }
+
+// AnyZone is the Zone of an on-demand choice that names no zone.
+const AnyZone = -1
 
 // The choices without a zone.
 var (
 	ChooseIdle     = Choice{Kind: RunIdle}
-	ChooseOnDemand = Choice{Kind: RunOnDemand}
+	ChooseOnDemand = Choice{Kind: RunOnDemand, Zone: AnyZone}
 )
 
 // ChooseSpot is spot capacity in zone z (an index into PolicyState.Zones).
 func ChooseSpot(z int) Choice { return Choice{Kind: RunSpot, Zone: z} }
 
+// OnDemandIn is on-demand capacity in zone z, at that zone's on-demand
+// price (an index into PolicyState.Zones).
+func OnDemandIn(z int) Choice { return Choice{Kind: RunOnDemand, Zone: z} }
+
 func (c Choice) String() string {
-	if c.Kind == RunSpot {
+	switch {
+	case c.Kind == RunSpot:
 		return fmt.Sprintf("spot[%d]", c.Zone)
+	case c.Kind == RunOnDemand && c.Zone >= 0:
+		return fmt.Sprintf("on-demand[%d]", c.Zone)
 	}
 	return c.Kind.String()
 }
@@ -102,10 +116,22 @@ type PolicyState struct {
 	// ChangeoverLeft is what remains of the changeover on Current; 0 once
 	// the job makes progress there.
 	ChangeoverLeft time.Duration
-	// OnDemandPrice is the on-demand price per node-hour.
+	// OnDemandPrice is the on-demand price per node-hour in the zones
+	// that do not state their own (SpotZone.OnDemandPrice).
 	OnDemandPrice money.Micros
-	// Zones are the spot zones the job may use.
+	// Zones are the zones the job may use: spot in each, and on-demand in
+	// each at the zone's on-demand price.
 	Zones []SpotZone
+	// Nodes is how many instances the job runs at once (prices are per
+	// node, MoveCost is for the whole job); 0 means 1.
+	Nodes int
+	// MoveCost is what carrying the job's checkpoint from one region to
+	// another costs (egress), billed at the move, for the whole job.
+	MoveCost money.Micros
+	// Checkpoint is the region holding the job's checkpoint while it is
+	// idle; "" when no region is known (a move then pays no MoveCost).
+	// While the job runs, its checkpoint is where it runs.
+	Checkpoint string
 	// Union is what has been observed of capacity in any of the zones
 	// (available when at least one is), fed like each zone's Seen. With
 	// one zone it is not needed. Left empty, Spotwise has no outage
@@ -118,8 +144,14 @@ type SpotZone struct {
 	Name string
 	// Available reports whether spot capacity for the job is there now.
 	Available bool
+	// Region is the zone's region: moving between zones of different
+	// regions pays PolicyState.MoveCost. "" is a region like any other.
+	Region string
 	// Price is the spot price per node-hour now.
 	Price money.Micros
+	// OnDemandPrice is the zone's on-demand price per node-hour; 0 means
+	// PolicyState.OnDemandPrice.
+	OnDemandPrice money.Micros
 	// Seen is what has been observed of the zone's capacity so far.
 	Seen ZoneStats
 }
@@ -148,7 +180,7 @@ func (s PolicyState) Safe(c Choice) bool {
 	d := s.Changeover
 	switch c.Kind {
 	case RunOnDemand:
-		if s.Current.Kind == RunOnDemand {
+		if s.Current.Kind == RunOnDemand && (c.Zone == AnyZone || c.Zone == s.Current.Zone) {
 			return s.WorkLeft+s.ChangeoverLeft <= s.TimeLeft
 		}
 		return s.WorkLeft+d <= s.TimeLeft
@@ -178,6 +210,9 @@ func (s PolicyState) Guard(c Choice) Choice {
 		// Too late for on-demand to finish in time: staying on spot is
 		// the only chance left.
 		return s.Current
+	}
+	if s.Current.Kind == RunOnDemand {
+		return s.Current // a move between on-demand zones that is not safe
 	}
 	return ChooseOnDemand
 }

@@ -17,6 +17,11 @@ type Outcome struct {
 	Finish int
 	// Missed reports a finish after the deadline.
 	Missed bool
+	// Moves counts the launches somewhere else (another zone or option)
+	// than where the job last ran; Egress is what the moves between
+	// regions paid (included in Cost).
+	Moves  int
+	Egress money.Micros
 	// Timeline is what the job ran on at each tick, when asked for.
 	Timeline []Slot
 }
@@ -63,6 +68,8 @@ func (m *Market) Run(p bidding.Policy, t Ticks, start int, past Past, timeline b
 	union := past.Union
 	for z := range zones {
 		zones[z].Name = m.Zones[z]
+		zones[z].Region = m.Region(z)
+		zones[z].OnDemandPrice = m.OnDemandPriceIn(z)
 		if z < len(past.Zones) {
 			zones[z].Seen = past.Zones[z]
 		}
@@ -81,8 +88,10 @@ func (m *Market) Run(p bidding.Policy, t Ticks, start int, past Past, timeline b
 	var (
 		out      Outcome
 		cur      = bidding.ChooseIdle
-		co, done int // changeover ticks left on cur, progress ticks
-		spot, od int64
+		last     = bidding.ChooseIdle // where the job last ran
+		co, done int                  // changeover ticks left on cur, progress ticks
+		units    int64                // billed, in the market's units
+		moves    int64                // egress paid, counted
 	)
 	if timeline {
 		out.Timeline = make([]Slot, 0, t.Deadline)
@@ -93,7 +102,7 @@ func (m *Market) Run(p bidding.Policy, t Ticks, start int, past Past, timeline b
 		if cur.Kind == bidding.RunSpot && !zones[cur.Zone].Available {
 			cur, co = bidding.ChooseIdle, 0 // preempted: the tick is not billed
 		}
-		next := p.Decide(bidding.PolicyState{
+		st := bidding.PolicyState{
 			Elapsed:        dur(tick),
 			TimeLeft:       dur(t.Deadline - tick),
 			Work:           dur(t.Work),
@@ -105,14 +114,20 @@ func (m *Market) Run(p bidding.Policy, t Ticks, start int, past Past, timeline b
 			OnDemandPrice:  m.OnDemandPrice(),
 			Zones:          zones,
 			Union:          union,
-		})
+			Nodes:          m.Nodes,
+			MoveCost:       m.Egress(),
+		}
+		if last.Kind != bidding.RunIdle {
+			st.Checkpoint = zones[last.Zone].Region
+		}
+		next := p.Decide(st)
 		switch {
 		case tick >= t.Deadline:
-			next = bidding.ChooseOnDemand
+			next = m.resolveOnDemand(st, bidding.ChooseOnDemand)
 		case next.Kind == bidding.RunSpot && (next.Zone < 0 || next.Zone >= len(zones) || !zones[next.Zone].Available):
 			next = bidding.ChooseIdle // a launch into a zone without capacity fails
 		case next.Kind == bidding.RunOnDemand:
-			next = bidding.ChooseOnDemand // whatever its Zone says
+			next = m.resolveOnDemand(st, next)
 		case next.Kind != bidding.RunSpot:
 			next = bidding.ChooseIdle
 		}
@@ -120,15 +135,23 @@ func (m *Market) Run(p bidding.Policy, t Ticks, start int, past Past, timeline b
 			cur, co = next, t.Changeover
 			if cur.Kind == bidding.RunIdle {
 				co = 0
+			} else {
+				if last.Kind != bidding.RunIdle && cur != last {
+					out.Moves++
+					if done > 0 && m.region[cur.Zone] != m.region[last.Zone] {
+						moves++
+					}
+				}
+				last = cur
 			}
 		}
 		slot := Slot{Choice: cur, Changeover: co > 0}
 		switch cur.Kind {
 		case bidding.RunOnDemand:
-			od += m.onDemand
+			units += m.onDemand[cur.Zone]
 			out.OnDemand++
 		case bidding.RunSpot:
-			spot += m.price[cur.Zone][now]
+			units += m.price[cur.Zone][now]
 			out.Spot++
 		}
 		if cur.Kind != bidding.RunIdle {
@@ -144,6 +167,23 @@ func (m *Market) Run(p bidding.Policy, t Ticks, start int, past Past, timeline b
 		out.Finish = tick + 1
 	}
 	out.Missed = out.Finish > t.Deadline
-	out.Cost = m.cost(spot + od)
+	out.Cost = m.cost(units + moves*m.egress)
+	out.Egress = money.Micros(moves * m.egress / m.unitB)
 	return out
+}
+
+// resolveOnDemand resolves an on-demand choice to a zone: the one it names, or
+// for AnyZone (or a zone out of range) the one the job runs on-demand in,
+// or else the cheapest to finish in.
+func (m *Market) resolveOnDemand(st bidding.PolicyState, c bidding.Choice) bidding.Choice {
+	if c.Zone >= 0 && c.Zone < len(m.Zones) {
+		return bidding.OnDemandIn(c.Zone)
+	}
+	if st.Current.Kind == bidding.RunOnDemand {
+		return st.Current
+	}
+	if c = st.CheapestOnDemand(); c.Zone >= 0 {
+		return c
+	}
+	return bidding.OnDemandIn(0)
 }

@@ -260,9 +260,12 @@ func (p scripted) Decide(s bidding.PolicyState) bidding.Choice {
 // bruteForce is the cheapest run over every sequence of choices that
 // meets the deadline, through the simulator itself.
 func bruteForce(m *Market, tk Ticks, start int) (money.Micros, bool) {
-	options := []bidding.Choice{bidding.ChooseIdle, bidding.ChooseOnDemand}
+	options := []bidding.Choice{bidding.ChooseIdle}
 	for z := range m.Zones {
 		options = append(options, bidding.ChooseSpot(z))
+		if z == 0 || m.OnDemandPriceIn(z) != m.OnDemandPriceIn(0) || m.Region(z) != m.Region(0) {
+			options = append(options, bidding.OnDemandIn(z))
+		}
 	}
 	seq := make([]bidding.Choice, tk.Deadline)
 	best, found := money.Micros(0), false
@@ -336,6 +339,68 @@ func TestOptimalIsExact(t *testing.T) {
 		want, ok := bruteForce(m, tk, 0)
 		if !ok || opt.Cost != want || opt.Missed {
 			t.Fatalf("case %d (%d zones, %+v): optimal %s (missed %v), brute force %s (found %v)", i, len(zones), tk, opt.Cost, opt.Missed, want, ok)
+		}
+	}
+}
+
+// TestOptimalIsExactAcrossRegions checks the optimum against every plan
+// where zones differ: on-demand prices per zone, regions, and an egress
+// on moves between them once the job has made progress.
+func TestOptimalIsExactAcrossRegions(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 5))
+	names := [][]string{{"r1-a", "r2-a"}, {"r1-a", "r1-b"}, {"r1-a", "r2-b", "r3-c"}}
+	paid := 0
+	defer func() {
+		if paid == 0 {
+			t.Error("no optimum paid an egress: the cases do not test it")
+		}
+	}()
+	for i := range 150 {
+		set := names[i%len(names)]
+		var zones []trace.Trace
+		for _, n := range set {
+			z := randomZone(r, n, 12)
+			z.Prices = make([]money.Micros, len(z.Avail))
+			for k := range z.Prices {
+				z.Prices[k] = money.Micros(r.IntN(4_000_000))
+			}
+			z.OnDemand = money.Micros(2_000_000 + r.IntN(3)*1_000_000)
+			zones = append(zones, z)
+		}
+		nodes := 1 + r.IntN(2)
+		egress := money.Micros(r.IntN(4) * 400_000)
+		m, err := NewMarket(zones, nodes, Prices{OnDemand: onDemand3, UseTrace: true, Egress: egress})
+		if err != nil {
+			t.Fatal(err)
+		}
+		work := 1 + r.IntN(3)
+		d := r.IntN(2)
+		deadline := min(6, work+d+r.IntN(3))
+		if len(set) == 3 {
+			deadline = min(5, deadline)
+		}
+		tk, _ := m.Ticks(Job{Work: hours(work), Deadline: hours(deadline), Changeover: hours(d)})
+		if !tk.Feasible() {
+			continue
+		}
+		opt, err := m.Optimal(tk, 0, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, ok := bruteForce(m, tk, 0)
+		if !ok || opt.Cost != want || opt.Missed {
+			t.Fatalf("case %d (%v, egress %s, %+v): optimal %s (missed %v), brute force %s (found %v)", i, set, egress, tk, opt.Cost, opt.Missed, want, ok)
+		}
+		if opt.Egress > 0 {
+			paid++
+		}
+		// The optimum's own run, replayed through the simulator, bills the same.
+		var plan []bidding.Choice
+		for _, sl := range opt.Timeline {
+			plan = append(plan, sl.Choice)
+		}
+		if again := m.Run(scripted{plan}, tk, 0, Past{}, false); again.Cost != opt.Cost || again.Egress != opt.Egress {
+			t.Fatalf("case %d: the optimum's plan replayed costs %s (egress %s), the optimum says %s (egress %s)", i, again.Cost, again.Egress, opt.Cost, opt.Egress)
 		}
 	}
 }

@@ -18,7 +18,9 @@ import (
 // are checked, so a price never passes through a float.
 type jsonFile struct {
 	Metadata *struct {
-		GapSeconds json.Number `json:"gap_seconds"`
+		GapSeconds    json.Number `json:"gap_seconds"`
+		OnDemandPrice json.Number `json:"on_demand_price"`
+		Region        string      `json:"region"`
 	} `json:"metadata"`
 	Data   []json.Number `json:"data"`
 	Prices []json.Number `json:"prices"`
@@ -43,7 +45,12 @@ func ParseJSON(r io.Reader) (Trace, error) {
 	if f.Data == nil {
 		return Trace{}, errors.New("data is missing")
 	}
-	t := Trace{Step: step, Avail: make([]int, len(f.Data))}
+	t := Trace{Step: step, Avail: make([]int, len(f.Data)), Region: strings.TrimSpace(f.Metadata.Region)}
+	if f.Metadata.OnDemandPrice != "" {
+		if t.OnDemand, err = price(string(f.Metadata.OnDemandPrice)); err != nil || t.OnDemand <= 0 {
+			return Trace{}, fmt.Errorf("metadata.on_demand_price %s: want a positive price", f.Metadata.OnDemandPrice)
+		}
+	}
 	for i, n := range f.Data {
 		if t.Avail[i], err = count(string(n)); err != nil {
 			return Trace{}, fmt.Errorf("data[%d]: %w", i, err)
@@ -65,10 +72,32 @@ func ParseJSON(r io.Reader) (Trace, error) {
 
 // CSV column names.
 const (
-	colTime  = "time_seconds"
-	colAvail = "available"
-	colPrice = "price_usd_per_hour"
+	colTime     = "time_seconds"
+	colAvail    = "available"
+	colPrice    = "price_usd_per_hour"
+	colOnDemand = "ondemand_usd_per_hour"
 )
+
+// csvColumns finds the optional columns after time_seconds,available:
+// their indexes, -1 when absent.
+func csvColumns(header []string) (price, onDemand int, err error) {
+	price, onDemand = -1, -1
+	bad := len(header) < 2 || header[0] != colTime || header[1] != colAvail
+	for i := 2; i < len(header) && !bad; i++ {
+		switch {
+		case header[i] == colPrice && price < 0:
+			price = i
+		case header[i] == colOnDemand && onDemand < 0:
+			onDemand = i
+		default:
+			bad = true
+		}
+	}
+	if bad {
+		return 0, 0, fmt.Errorf("line 1: header %q, want %s,%s[,%s][,%s]", strings.Join(header, ","), colTime, colAvail, colPrice, colOnDemand)
+	}
+	return price, onDemand, nil
+}
 
 // ParseCSV reads a trace in our CSV format (see the package comment).
 func ParseCSV(r io.Reader) (Trace, error) {
@@ -78,7 +107,7 @@ func ParseCSV(r io.Reader) (Trace, error) {
 	cr.TrimLeadingSpace = true
 	header, err := cr.Read()
 	if err == io.EOF {
-		return Trace{}, errors.New("empty CSV: want the header " + colTime + "," + colAvail + "[," + colPrice + "]")
+		return Trace{}, errors.New("empty CSV: want the header " + colTime + "," + colAvail + "[," + colPrice + "][," + colOnDemand + "]")
 	}
 	if err != nil {
 		return Trace{}, fmt.Errorf("not a CSV trace: %w", err)
@@ -86,9 +115,9 @@ func ParseCSV(r io.Reader) (Trace, error) {
 	for i := range header {
 		header[i] = strings.ToLower(strings.TrimSpace(header[i]))
 	}
-	withPrice := len(header) == 3 && header[2] == colPrice
-	if len(header) < 2 || header[0] != colTime || header[1] != colAvail || (len(header) == 3 && !withPrice) || len(header) > 3 {
-		return Trace{}, fmt.Errorf("line 1: header %q, want %s,%s[,%s]", strings.Join(header, ","), colTime, colAvail, colPrice)
+	priceCol, odCol, err := csvColumns(header)
+	if err != nil {
+		return Trace{}, err
 	}
 	var t Trace
 	var times []float64
@@ -112,12 +141,24 @@ func ParseCSV(r io.Reader) (Trace, error) {
 		if err != nil {
 			return Trace{}, fmt.Errorf("line %d: %s: %w", line, colAvail, err)
 		}
-		if withPrice {
-			p, err := price(strings.TrimSpace(rec[2]))
+		if priceCol >= 0 {
+			p, err := price(strings.TrimSpace(rec[priceCol]))
 			if err != nil {
 				return Trace{}, fmt.Errorf("line %d: %s: %w", line, colPrice, err)
 			}
 			t.Prices = append(t.Prices, p)
+		}
+		if odCol >= 0 {
+			// One on-demand price per zone: the model bills on-demand at a
+			// fixed price, so a column that changes is refused, not averaged.
+			p, err := price(strings.TrimSpace(rec[odCol]))
+			if err != nil || p <= 0 {
+				return Trace{}, fmt.Errorf("line %d: %s %q: want a positive price", line, colOnDemand, rec[odCol])
+			}
+			if t.OnDemand != 0 && p != t.OnDemand {
+				return Trace{}, fmt.Errorf("line %d: %s %s differs from the first row's %s (one on-demand price per zone)", line, colOnDemand, p, t.OnDemand)
+			}
+			t.OnDemand = p
 		}
 		if k := len(times); k >= 2 {
 			// Every row one step after the first, within a millisecond, so
@@ -170,17 +211,34 @@ func count(s string) (int, error) {
 	return int(v), nil
 }
 
-// price reads a price in USD per hour, exactly.
+// price reads a price in USD per hour. Measured prices come with any
+// number of decimals (17.529215999999998, a float's printout): they are
+// rounded half up to the micro-dollar, from the text, never through a
+// float.
 func price(s string) (money.Micros, error) {
 	if strings.ContainsAny(s, "eE") {
 		return 0, fmt.Errorf("%q: write prices as plain decimals", s)
+	}
+	s = strings.TrimSpace(s)
+	up := false
+	if whole, frac, ok := strings.Cut(s, "."); ok && len(frac) > 6 {
+		for _, c := range frac[6:] {
+			if c < '0' || c > '9' {
+				return 0, fmt.Errorf("%q is not an amount", s)
+			}
+		}
+		up = frac[6] >= '5'
+		s = whole + "." + frac[:6]
 	}
 	p, err := money.Parse(s)
 	if err != nil {
 		return 0, err
 	}
-	if p < 0 {
+	if p < 0 || strings.HasPrefix(s, "-") {
 		return 0, fmt.Errorf("%s is negative", s)
+	}
+	if up {
+		p++
 	}
 	return p, nil
 }

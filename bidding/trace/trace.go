@@ -5,27 +5,34 @@
 //
 // JSON (.json), the format of the public "Can't Be Late" traces:
 //
-//	{"metadata": {"gap_seconds": 195}, "data": [1, 1, 0, ...], "prices": [0.918, ...]}
+//	{"metadata": {"gap_seconds": 195, "on_demand_price": 3.06, "region": "us-east-1"},
+//	 "data": [1, 1, 0, ...], "prices": [0.918, ...]}
 //
 // gap_seconds is the step between two samples. data holds, per step, how
 // many instances were available: 1 or 0 for one-node files, a count for
 // N-node files. prices is optional: the spot price in USD per instance-hour
-// at each step, as many as data.
+// at each step, as many as data. on_demand_price (the zone's on-demand USD
+// per instance-hour) and region are optional.
 //
 // CSV (.csv), ours:
 //
 //	# us-east-1a, p3.2xlarge
-//	time_seconds,available,price_usd_per_hour
-//	0,1,0.9731
-//	195,1,0.9731
-//	390,0,0.9731
+//	time_seconds,available,price_usd_per_hour,ondemand_usd_per_hour
+//	0,1,0.9731,3.06
+//	195,1,0.9731,3.06
+//	390,0,0.9731,3.06
 //
-// The header is required; the price column is optional (when present,
-// every row has one). time_seconds starts anywhere and grows by the same
+// The header is required; the price and on-demand columns are optional
+// (when present, every row has one; the on-demand price is the same on
+// every row). time_seconds starts anywhere and grows by the same
 // step on every row (the step is the first difference; at least two rows);
 // available is the count of instances available, 1 or 0 for one node;
-// prices are plain decimals with at most six places. Lines starting with #
-// are comments.
+// prices are plain decimals, rounded half up to the micro-dollar. Lines
+// starting with # are comments.
+//
+// A zone's region is the file's metadata.region, or its name without the
+// last letter and a trailing "-" (RegionOf). Spot prices kept apart from
+// the availability, one file per zone, are joined with JoinPrices.
 //
 // A folder stands for every .json and .csv file directly in it, in name
 // order. A trace is named by its zone: the file name up to the first "_"
@@ -60,6 +67,34 @@ type Trace struct {
 	// Prices is, per step, the spot price per instance-hour; nil when the
 	// file carries none.
 	Prices []money.Micros
+	// OnDemand is the zone's on-demand price per instance-hour; 0 when
+	// the file does not say (the simulation's default applies).
+	OnDemand money.Micros
+	// Region is the zone's region as the file states it; "" means the
+	// one its name implies (see RegionOf).
+	Region string
+}
+
+// RegionOf is the region of a trace: as its file states it, or else the
+// zone's name without its last letter and a trailing "-" (us-east-1a is
+// in us-east-1, europe-west1-c in europe-west1). A name that does not end
+// in a letter is its own region.
+func (t Trace) RegionOf() string {
+	if t.Region != "" {
+		return t.Region
+	}
+	return ZoneRegion(t.Name)
+}
+
+// ZoneRegion is the region a zone's name implies: the name without its
+// last letter and then a trailing "-".
+func ZoneRegion(zone string) string {
+	if n := len(zone); n > 1 {
+		if c := zone[n-1]; c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' {
+			return strings.TrimSuffix(zone[:n-1], "-")
+		}
+	}
+	return zone
 }
 
 // Len is the number of samples.

@@ -54,7 +54,10 @@ func TestParseJSON(t *testing.T) {
 		{"prices too short", `{"metadata": {"gap_seconds": 60}, "data": [1, 1], "prices": [0.9]}`, 0, nil, nil, "1 prices for 2 samples"},
 		{"negative price", `{"metadata": {"gap_seconds": 60}, "data": [1], "prices": [-0.9]}`, 0, nil, nil, "prices[0]"},
 		{"price in exponent form", `{"metadata": {"gap_seconds": 60}, "data": [1], "prices": [9e-1]}`, 0, nil, nil, "plain decimals"},
-		{"price too precise", `{"metadata": {"gap_seconds": 60}, "data": [1], "prices": [0.12345678]}`, 0, nil, nil, "more than 6 decimal places"},
+		{"prices rounded to the micro-dollar", `{"metadata": {"gap_seconds": 60}, "data": [1, 1, 1], "prices": [17.529215999999998, 0.1234564, 2.0000005]}`, time.Minute, []int{1, 1, 1},
+			[]money.Micros{money.MustParse("17.529216"), money.MustParse("0.123456"), money.MustParse("2.000001")}, ""},
+		{"price with a bad digit", `{"metadata": {"gap_seconds": 60}, "data": [1], "prices": ["0.1234567x"]}`, 0, nil, nil, "not a JSON trace"},
+		{"free on-demand", `{"metadata": {"gap_seconds": 60, "on_demand_price": 0}, "data": [1]}`, 0, nil, nil, "on_demand_price 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
