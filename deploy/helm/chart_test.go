@@ -742,7 +742,11 @@ func TestChartOptions(t *testing.T) {
 			{[]string{"nats.enabled=false"}, "externalNATS.urls must name the NATS cluster"},
 			{[]string{"config.nats.url=nats://elsewhere:4222"}, "config.nats.url is set by the chart"},
 			{[]string{"config.http_addr=:9090"}, "config.http_addr is set by the chart"},
-			{[]string{"nats.replicas=1"}, "nats.replicas must be 3 or more"},
+			{[]string{"nats.replicas=1"}, "at '/nats/replicas': minimum: got 1, want 3"},
+			// values.schema.json: a misspelt value is an error, not ignored.
+			{[]string{"replica=3"}, "additional properties 'replica' not allowed"},
+			{[]string{"nats.storage.sise=100Gi"}, "additional properties 'sise' not allowed"},
+			{[]string{"externalNATS.urls={nats-a:4222}"}, "/externalNATS/urls/0"},
 		} {
 			args := []string{"template", release, "spotwise", "--kube-version", kubeVersion()}
 			for _, s := range c.sets {
