@@ -721,6 +721,55 @@ func TestChartOptions(t *testing.T) {
 		}
 	})
 
+	t.Run("network policy", func(t *testing.T) {
+		if n := len(render(t).ofKind("NetworkPolicy")); n != 0 {
+			t.Errorf("%d NetworkPolicies by default", n)
+		}
+		m := render(t, "networkPolicy.enabled=true", "networkPolicy.natsClientsFrom[0].ipBlock.cidr=10.20.0.0/16")
+		dep := spec[workload](t, m.find(t, "Deployment", release+"-spotwise")).Template.Metadata.Labels
+		nodes := spec[workload](t, m.find(t, "StatefulSet", release+"-spotwise-nats")).Template.Metadata.Labels
+		np := spec[struct {
+			PodSelector labelSelector `json:"podSelector"`
+			Ingress     []struct {
+				Ports []struct {
+					Port int `json:"port"`
+				} `json:"ports"`
+				From []struct {
+					PodSelector *labelSelector `json:"podSelector"`
+					IPBlock     *struct {
+						CIDR string `json:"cidr"`
+					} `json:"ipBlock"`
+				} `json:"from"`
+			} `json:"ingress"`
+		}](t, m.find(t, "NetworkPolicy", release+"-spotwise-nats"))
+		if !subset(np.PodSelector.MatchLabels, nodes) || subset(np.PodSelector.MatchLabels, dep) {
+			t.Fatalf("the NATS policy does not select exactly the NATS nodes: %v", np.PodSelector)
+		}
+		// Who may reach each port: "nats", "servers", or a CIDR.
+		allowed := map[int][]string{}
+		for _, rule := range np.Ingress {
+			for _, p := range rule.Ports {
+				for _, f := range rule.From {
+					switch {
+					case f.IPBlock != nil:
+						allowed[p.Port] = append(allowed[p.Port], f.IPBlock.CIDR)
+					case f.PodSelector != nil && subset(f.PodSelector.MatchLabels, nodes) && !subset(f.PodSelector.MatchLabels, dep):
+						allowed[p.Port] = append(allowed[p.Port], "nats")
+					case f.PodSelector != nil && subset(f.PodSelector.MatchLabels, dep) && !subset(f.PodSelector.MatchLabels, nodes):
+						allowed[p.Port] = append(allowed[p.Port], "servers")
+					default:
+						allowed[p.Port] = append(allowed[p.Port], fmt.Sprintf("%+v", f))
+					}
+				}
+			}
+		}
+		want := map[int][]string{6222: {"nats"}, 4222: {"servers", "10.20.0.0/16"}}
+		if fmt.Sprint(allowed) != fmt.Sprint(want) {
+			t.Errorf("the NATS nodes admit %v, want %v", allowed, want)
+		}
+		m.find(t, "NetworkPolicy", release+"-spotwise")
+	})
+
 	t.Run("external NATS", func(t *testing.T) {
 		m := render(t, "nats.enabled=false", "externalNATS.urls={tls://nats-a.example.com:4222,tls://nats-b.example.com:4222}", "externalNATS.replicas=5")
 		if n := len(m.ofKind("StatefulSet")); n != 0 {
