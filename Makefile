@@ -84,6 +84,7 @@ clean:
 .PHONY: bench-policy
 bench-policy:
 	$(GO) run ./bidding/simulate/internal/benchpolicy -traces $(TRACES) $(POLICY_ARGS)
+	$(GO) run ./bidding/simulate/internal/benchpolicy -traces $(TRACES) -suite heterogeneous $(HETERO_ARGS)
 
 # Chaos: a few hundred jobs through kill -9s of the server, zone storms and
 # refused or lost launches on the simulated cloud; prints jobs lost, jobs

@@ -7,9 +7,13 @@ import "math"
 // it buys the slack the deadline needs at the best price, judging from
 // the capacity observed so far:
 //
-//   - On spot: stay until preempted. After a preemption, move at once to
-//     the zone with capacity that offers the most: the largest share of
-//     time with capacity, times the saving over on-demand.
+//   - On spot: stay, unless finishing elsewhere is expected to be cheaper
+//     by more than the move costs (see moveGain): another zone's spot at
+//     a lower price, or on-demand when spot costs more. After a
+//     preemption, move at once to the zone with capacity that offers the
+//     most: the largest share of time with capacity, times the saving
+//     over on-demand, less the checkpoint's move spread over the run
+//     expected there.
 //   - Idle while no zone has capacity: wait while the slack left, less
 //     the two changeovers the safety net needs, still covers the slack
 //     expected to be burnt finishing on spot if every outage ahead were
@@ -21,9 +25,11 @@ import "math"
 //     outages are waited through and long ones bridged, as the optimum
 //     does, with the cut-off set by the slack left.
 //   - On on-demand: stay while no zone has capacity. Return to spot once
-//     its run has lasted a hysteresis h: a return that is preempted at
+//     its run has lasted a hysteresis h (a return that is preempted at
 //     once wastes two changeovers, which matters as much as the slack
-//     they take: h = d * min(3, 2d * (expected preemptions ahead) / slack).
+//     they take: h = d * min(3, 2d * (expected preemptions ahead) / slack))
+//     and the return pays for its move (moveGain). On-demand runs in the
+//     zone where it finishes the job for least (CheapestOnDemand).
 //   - The safety net (PolicyState.Guard) overrules everything: the
 //     deadline is never put at risk, whatever spot capacity does.
 //
@@ -58,20 +64,90 @@ const (
 
 // Decide implements Policy.
 func (Spotwise) Decide(s PolicyState) Choice {
+	o := newOutlook(s)
 	if s.onSpot() {
+		if c, ok := o.bestMove(s); ok {
+			return c
+		}
 		return s.Guard(s.Current)
 	}
-	o := newOutlook(s)
-	if z, ok := o.bestZone(s); ok {
-		if s.Current.Kind == RunOnDemand && s.Zones[z].Seen.Since.Seconds() < o.returnWait() {
-			return s.Guard(ChooseOnDemand)
+	z, home := o.bestZone(s, true)
+	if s.Current.Kind == RunOnDemand {
+		if !home {
+			z, home = o.bestZone(s, false)
 		}
+		// The hysteresis already prices the slack a return risks.
+		if home && s.Zones[z].Seen.Since.Seconds() >= o.returnWait() && o.gainFrom(s, float64(s.hourly(s.Current)), ChooseSpot(z), false) > 0 && s.Safe(ChooseSpot(z)) {
+			return ChooseSpot(z)
+		}
+		if c := s.CheapestOnDemand(); c != s.Current && c.Zone != AnyZone && o.moveGain(s, c) > 0 {
+			return s.Guard(c)
+		}
+		return s.Guard(s.Current)
+	}
+	if home {
 		return s.Guard(ChooseSpot(z))
 	}
-	if s.Current.Kind == RunOnDemand || o.bridge(s) {
-		return s.Guard(ChooseOnDemand)
+	if o.bridge(s) {
+		return s.Guard(o.bridgeWith(s))
 	}
 	return s.Guard(ChooseIdle)
+}
+
+// homeZones are the zones the job means to run on: the one where a stint
+// costs least per hour of progress (price, and a changeover and the
+// checkpoint's move spread over the zone's mean run), and every zone
+// where a stint of its mean run costs more than there by less than a
+// changeover. Moving between
+// home zones never pays, so they are one market; a zone outside it is
+// worth a move only while the home zones have no capacity. When every
+// zone costs the same, every zone is home.
+func homeZones(s PolicyState) []bool {
+	home := make([]bool, len(s.Zones))
+	if len(s.Zones) == 0 {
+		return home
+	}
+	d := s.Changeover.Hours()
+	n := s.nodes()
+	meanRun := func(z ZoneStats) float64 {
+		m, ok := z.Ups.Mean()
+		h := m.Hours()
+		if !ok || z.Available && z.Since > m {
+			h = z.Since.Hours()
+		}
+		return math.Min(s.WorkLeft.Hours(), math.Max(h, d))
+	}
+	rate := make([]float64, len(s.Zones))
+	best := 0
+	for i, z := range s.Zones {
+		p := float64(z.Price)
+		rate[i] = p + (p*d*n+float64(s.egress(i)))/(meanRun(z.Seen)*n)
+		if rate[i] < rate[best] {
+			best = i
+		}
+	}
+	change := float64(s.Zones[best].Price) * d
+	for i, z := range s.Zones {
+		home[i] = (rate[i]-rate[best])*meanRun(z.Seen) <= change
+	}
+	return home
+}
+
+// bridgeWith is what bridges an outage of the home zones: the available
+// zone outside them whose stint saves most over on-demand net of its
+// move, or on-demand where it finishes the job for least.
+func (o outlook) bridgeWith(s PolicyState) Choice {
+	od := s.CheapestOnDemand()
+	best, bestV := od, 0.0
+	for z, zone := range s.Zones {
+		if !zone.Available || o.home[z] {
+			continue
+		}
+		if v := o.stintSaving(s, z, float64(s.hourly(od))); v > bestV {
+			best, bestV = ChooseSpot(z), v
+		}
+	}
+	return best
 }
 
 // outlook is the job's view of the market ahead, from what was observed.
@@ -85,7 +161,21 @@ type outlook struct {
 	migrate float64
 	// muZone is the mean run of one zone, when there are several.
 	muZone   float64
-	up, down runDist // runs with capacity in some zone, outages of all
+	up, down runDist // runs with capacity in some home zone, outages of all
+	// home marks the zones the job means to run on (homeZones); the others
+	// only bridge outages of these, as on-demand does.
+	home []bool
+}
+
+// onlyHome reports the one home zone, when there is exactly one.
+func (o outlook) onlyHome() (int, bool) {
+	z, n := -1, 0
+	for i, h := range o.home {
+		if h {
+			z, n = i, n+1
+		}
+	}
+	return z, n == 1
 }
 
 func newOutlook(s PolicyState) outlook {
@@ -93,19 +183,38 @@ func newOutlook(s PolicyState) outlook {
 		d:  s.Changeover.Seconds(),
 		r:  s.WorkLeft.Seconds(),
 		s:  s.slack().Seconds(),
-		od: float64(s.OnDemandPrice),
+		od: float64(s.cheapestOnDemandPrice()),
 	}
+	o.home = homeZones(s)
 	u := s.Union
-	if len(s.Zones) == 1 {
-		u = s.Zones[0].Seen
+	if z, only := o.onlyHome(); only {
+		u = s.Zones[z].Seen
 	}
 	o.up.addHist(&u.Ups)
 	o.down.addHist(&u.Downs)
-	if !u.Available {
-		o.age = u.Since.Seconds()
+	// The outage of the home zones began when the last of them lost
+	// capacity.
+	o.age = math.Inf(1)
+	for i, z := range s.Zones {
+		switch {
+		case !o.home[i]:
+		case z.Seen.Available:
+			o.age = 0
+		default:
+			o.age = math.Min(o.age, z.Seen.Since.Seconds())
+		}
+	}
+	if math.IsInf(o.age, 1) || len(s.Zones) == 0 {
+		o.age = 0
+		if !u.Available {
+			o.age = u.Since.Seconds()
+		}
 	}
 	if len(s.Zones) > 1 {
-		for _, z := range s.Zones {
+		for i, z := range s.Zones {
+			if !o.home[i] {
+				continue
+			}
 			var runs runDist
 			runs.addHist(&z.Seen.Ups)
 			if z.Seen.Available {
@@ -179,21 +288,96 @@ func (o outlook) returnWait() float64 {
 }
 
 // bestZone is the available zone that offers the most: its share of time
-// with capacity times its saving over on-demand. Spot at or above the
-// on-demand price is no saving and is not taken.
-func (o outlook) bestZone(s PolicyState) (int, bool) {
+// with capacity times its saving over on-demand, less the move of the
+// checkpoint there spread over the run expected there. Spot at or above
+// the cheapest on-demand price is no saving and is not taken.
+func (o outlook) bestZone(s PolicyState, homeOnly bool) (int, bool) {
 	best, bestV := -1, math.Inf(-1)
 	for i, z := range s.Zones {
-		if !z.Available || z.Price >= s.OnDemandPrice {
+		if !z.Available || float64(z.Price) >= o.od || homeOnly && !o.home[i] {
 			continue
 		}
 		f, ok := z.Seen.Fraction()
 		if !ok {
 			f = 0.5
 		}
-		if v := f * (o.od - float64(z.Price)); v > bestV {
+		v := f * (o.od - float64(z.Price))
+		if e := s.egress(i); e > 0 {
+			hold := math.Max(math.Min(o.r, residual(z.Seen)-o.d), o.d) / 3600
+			v -= float64(e) / (hold * s.nodes())
+		}
+		if v > bestV {
 			best, bestV = i, v
 		}
 	}
 	return best, best >= 0
+}
+
+// stintSaving is what a stint on spot in zone z is expected to save over
+// running at price from per node-hour, net of the move there: moveGain
+// from a place that costs from.
+func (o outlook) stintSaving(s PolicyState, z int, from float64) float64 {
+	return o.gainFrom(s, from, ChooseSpot(z), true)
+}
+
+// bestMove is where a job running on spot should move to, if anywhere:
+// the safe choice with the largest positive moveGain.
+func (o outlook) bestMove(s PolicyState) (Choice, bool) {
+	best, bestV := Choice{}, 0.0
+	consider := func(c Choice) {
+		if s.hourly(c) >= s.hourly(s.Current) || !s.Safe(c) {
+			return
+		}
+		if v := o.moveGain(s, c); v > bestV {
+			best, bestV = c, v
+		}
+	}
+	for z, zone := range s.Zones {
+		if zone.Available && z != s.Current.Zone {
+			consider(ChooseSpot(z))
+		}
+	}
+	if c := s.CheapestOnDemand(); c.Zone != AnyZone {
+		consider(c)
+	}
+	return best, bestV > 0
+}
+
+// moveGain is the expected saving, in micro-dollars, of leaving what the
+// job runs on now for c, net of what the move costs. The saving is the
+// difference in price over the progress c is expected to make before the
+// job would leave it anyway: the work left on on-demand; on spot, the rest
+// of the zone's current run after the changeover (residual). The move
+// costs a changeover billed at c's price and the checkpoint's egress,
+// both lost again if c's capacity vanishes during the changeover (so
+// divided by the chance it does not), and the changeover's time: its
+// share that the slack left cannot absorb is expected to be run on
+// on-demand instead of spot.
+func (o outlook) moveGain(s PolicyState, c Choice) float64 {
+	return o.gainFrom(s, float64(s.hourly(s.Current)), c, true)
+}
+
+// gainFrom is moveGain from a place that costs from per node-hour; the
+// changeover's time is priced only with slack set.
+func (o outlook) gainFrom(s PolicyState, from float64, c Choice, slack bool) float64 {
+	n := s.nodes()
+	dh := o.d / 3600
+	to := float64(s.hourly(c))
+	hold, surv := o.r, 1.0
+	if c.Kind == RunSpot {
+		seen := s.Zones[c.Zone].Seen
+		hold = math.Min(o.r, math.Max(0, residual(seen)-o.d))
+		surv = survives(seen, o.d)
+	}
+	gain := (from - to) * hold / 3600 * n
+	if surv <= 0 {
+		return math.Inf(-1)
+	}
+	arrive := (to*dh*n + float64(s.egress(c.Zone))) / surv
+	short := 0.0
+	if slack {
+		short = math.Min(o.d, math.Max(0, o.need(s, o.age)+(reserveChangeovers+1)*o.d-o.s))
+	}
+	slackCost := math.Max(0, o.od-to) * short / 3600 * n
+	return gain - arrive - slackCost
 }

@@ -289,3 +289,40 @@ func TestPoliciesNeverPickAZoneWithoutCapacity(t *testing.T) {
 		t.Error("spotwise is not a named policy")
 	}
 }
+
+// TestSpotwiseMovesOnPrice: a job on an always-available but dear spot
+// zone leaves it for a cheaper zone once the move clearly pays, and stays
+// when it would not (the cheaper zone is about to vanish, or the move's
+// egress eats the saving).
+func TestSpotwiseMovesOnPrice(t *testing.T) {
+	long := observed(40*time.Hour, time.Hour, 10) // runs of 40h
+	flicker := observed(6*time.Minute, 30*time.Minute, 20)
+	dear := func() ZoneStats { var z ZoneStats; z.Observe(true, 400*time.Hour); return z }
+	state := func(cheap ZoneStats, run time.Duration, cheapRegion string, moveCost money.Micros) PolicyState {
+		s := newState().at(h(2), h(58), h(46)).zones(true, true).on(ChooseSpot(0), 0).get()
+		s.Work, s.Changeover = h(48), 12*time.Minute
+		s.OnDemandPrice = money.MustParse("100")
+		s.Zones[0].Price, s.Zones[0].Region, s.Zones[0].Seen = money.MustParse("69.91"), "us-east-1", dear()
+		s.Zones[1].Price, s.Zones[1].Region, s.Zones[1].Seen = money.MustParse("18.98"), cheapRegion, cheap
+		s.Zones[1].Seen.Observe(true, run)
+		s.MoveCost = moveCost
+		return s
+	}
+	tests := []struct {
+		name string
+		s    PolicyState
+		want Choice
+	}{
+		{"a cheaper zone with long runs: move", state(long, 3*time.Hour, "us-east-1", 0), ChooseSpot(1)},
+		{"in another region, a small egress: move", state(long, 3*time.Hour, "us-west-2", money.MustParse("20")), ChooseSpot(1)},
+		{"an egress larger than the saving: stay", state(long, 3*time.Hour, "us-west-2", money.MustParse("5000")), ChooseSpot(0)},
+		{"a cheaper zone whose runs do not outlast a changeover: stay", state(flicker, 3*time.Minute, "us-east-1", 0), ChooseSpot(0)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := (Spotwise{}).Decide(tt.s); got != tt.want {
+				t.Errorf("Decide = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -78,6 +78,10 @@ type Summary struct {
 	// MeanOnDemandHours and MeanSpotHours are billed hours per run,
 	// changeovers included.
 	MeanOnDemandHours, MeanSpotHours float64
+	// MeanMoves is the mean count of moves per run (Outcome.Moves);
+	// MeanEgress the mean egress paid per run.
+	MeanMoves  float64
+	MeanEgress money.Micros
 	// Ratio is MeanCost over the optimum's, when the optimum was run.
 	Ratio float64
 	// Outcomes are the runs, one per start, in start order.
@@ -215,11 +219,13 @@ func (m *Market) Simulate(ctx context.Context, job Job, o Options) (*Report, err
 func (m *Market) summarize(name string, outs []Outcome) Summary {
 	s := Summary{Name: name, Runs: len(outs), Outcomes: outs}
 	costs := make([]money.Micros, len(outs))
-	var total money.Micros
-	var odTicks, spotTicks int64
+	var total, egress money.Micros
+	var odTicks, spotTicks, moves int64
 	for i, o := range outs {
 		costs[i] = o.Cost
 		total += o.Cost
+		egress += o.Egress
+		moves += int64(o.Moves)
 		odTicks += int64(o.OnDemand)
 		spotTicks += int64(o.Spot)
 		if o.Missed {
@@ -232,6 +238,8 @@ func (m *Market) summarize(name string, outs []Outcome) Summary {
 	}
 	slices.Sort(costs)
 	s.MeanCost = total.Scale(1, int64(n))
+	s.MeanEgress = egress.Scale(1, int64(n))
+	s.MeanMoves = float64(moves) / float64(n)
 	s.P50Cost = costs[rank(n, 50)]
 	s.P90Cost = costs[rank(n, 90)]
 	hours := m.Step.Hours() / float64(n)

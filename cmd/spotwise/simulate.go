@@ -31,6 +31,9 @@ type simulateFlags struct {
 	onDemandPrice  string
 	spotPrice      string
 	useTracePrices bool
+	pricesDir      string
+	checkpointGB   float64
+	egressPerGB    string
 	nodes          int
 	starts         int
 	seed           uint64
@@ -55,6 +58,15 @@ preempts the job at once (not billed, progress kept) and the policy may
 relaunch on the same tick; with --nodes N a tick has capacity when at least
 N instances are available, and every cost is per node.
 
+Zones may differ: a trace's metadata.on_demand_price (a CSV column
+ondemand_usd_per_hour) is its zone's on-demand price (--ondemand-price for
+the others), and on-demand runs in any zone at that price. A zone's
+region is metadata.region, or its name without the last letter and a
+trailing "-" (us-east-1a: us-east-1). Once the job has made progress, a
+launch in another region than its checkpoint's pays --checkpoint-gb x
+--egress-usd-per-gb, at the launch. --prices DIR joins spot prices kept
+apart (one JSON file per zone, same file names, "prices": [...]).
+
 Policies: on-demand, greedy, uniform-progress, spotwise (the scheduler's)
 and optimal (the exact omniscient optimum, by dynamic programming over the
 known future: the bound no online policy can beat). The online policies
@@ -70,13 +82,20 @@ Trace formats:
       0,1,0.9731
       195,0,0.9731
   time_seconds grows by the same step on every row; available is the
-  count of instances available; the price column is optional.
+  count of instances available; the price column, and an
+  ondemand_usd_per_hour column, are optional. Prices with more than six
+  decimals are rounded to the micro-dollar.
 The zone's name is the file name up to the first "_".`
 
 const simulateExample = `  spotwise simulate --trace ../shared/traces/availability/1-node/aws-02-15-2023 \
     --job-hours 48 --deadline-hours 60 --changeover-hours 0.2 \
     --ondemand-price 3.06 --spot-price 0.9731 --starts 300 --even \
-    --policy on-demand,greedy,uniform-progress,spotwise,optimal`
+    --policy on-demand,greedy,uniform-progress,spotwise,optimal
+
+  # measured prices per zone, and a 50 GB checkpoint at $0.02/GB between regions
+  spotwise simulate --trace ../shared/traces/availability/1-node/aws-02-15-2023 \
+    --prices ../shared/traces/prices/aws-02-15-2023 --checkpoint-gb 50 --egress-usd-per-gb 0.02 \
+    --job-hours 48 --deadline-hours 60`
 
 // newSimulateCmd is `spotwise simulate`.
 func newSimulateCmd() *cobra.Command {
@@ -99,6 +118,9 @@ func newSimulateCmd() *cobra.Command {
 	fl.StringVar(&f.onDemandPrice, "ondemand-price", "3.06", "on-demand USD per node-hour")
 	fl.StringVar(&f.spotPrice, "spot-price", "0.9731", "spot USD per node-hour (unless --use-trace-prices)")
 	fl.BoolVar(&f.useTracePrices, "use-trace-prices", false, "take spot prices from the traces (every trace must carry them)")
+	fl.StringVar(&f.pricesDir, "prices", "", "folder of price files to join to the traces by file name (implies --use-trace-prices)")
+	fl.Float64Var(&f.checkpointGB, "checkpoint-gb", 0, "size of the job's checkpoint, GB: a move between regions carries it")
+	fl.StringVar(&f.egressPerGB, "egress-usd-per-gb", "0", "transfer price between regions, USD per GB")
 	fl.IntVar(&f.nodes, "nodes", 1, "instances the job needs at once")
 	fl.IntVar(&f.starts, "starts", 300, "number of start points")
 	fl.Uint64Var(&f.seed, "seed", 1, "random start points from this seed")
@@ -148,7 +170,10 @@ func (f simulateFlags) parse() (*simulation, error) {
 	if prices.Spot, err = money.Parse(f.spotPrice); err != nil || prices.Spot < 0 {
 		return nil, fmt.Errorf("--spot-price %q: want an amount in USD", f.spotPrice)
 	}
-	prices.UseTrace = f.useTracePrices
+	prices.UseTrace = f.useTracePrices || f.pricesDir != ""
+	if prices.Egress, err = egress(f.checkpointGB, f.egressPerGB); err != nil {
+		return nil, err
+	}
 	if f.nodes < 1 {
 		return nil, fmt.Errorf("--nodes %d: at least 1", f.nodes)
 	}
@@ -165,6 +190,11 @@ func (f simulateFlags) parse() (*simulation, error) {
 	traces, err := trace.Load(f.traces...)
 	if err != nil {
 		return nil, err
+	}
+	if f.pricesDir != "" {
+		if err := trace.JoinPrices(traces, f.pricesDir); err != nil {
+			return nil, fmt.Errorf("--prices: %w", err)
+		}
 	}
 	m, err := simulate.NewMarket(traces, f.nodes, prices)
 	if err != nil {
@@ -186,6 +216,20 @@ func (f simulateFlags) parse() (*simulation, error) {
 		market: m, job: job, ticks: t,
 		opts: simulate.Options{Policies: policies, Starts: starts, History: history, Workers: f.workers},
 	}, nil
+}
+
+// egress is what a move between regions costs: --checkpoint-gb x
+// --egress-usd-per-gb, rounded once to the micro-dollar.
+func egress(gb float64, perGB string) (money.Micros, error) {
+	if math.IsNaN(gb) || gb < 0 || gb > 1e9 {
+		return 0, fmt.Errorf("--checkpoint-gb %v: want a size in GB, 0 or more", gb)
+	}
+	p, err := money.Parse(perGB)
+	if err != nil || p < 0 {
+		return 0, fmt.Errorf("--egress-usd-per-gb %q: want an amount in USD", perGB)
+	}
+	// GB to a millionth: the product stays exact in 128 bits.
+	return p.Scale(int64(math.Round(gb*1e6)), 1e6), nil
 }
 
 // policyList checks the --policy names: known, each once.
@@ -246,6 +290,8 @@ type simPolicyJSON struct {
 	P90Cost           money.Micros `json:"p90_cost"`
 	MeanOnDemandHours float64      `json:"mean_ondemand_hours"`
 	MeanSpotHours     float64      `json:"mean_spot_hours"`
+	MeanMoves         float64      `json:"mean_moves"`
+	MeanEgress        money.Micros `json:"mean_egress"`
 	Misses            int          `json:"misses"`
 	Runs              int          `json:"runs"`
 }
@@ -261,6 +307,8 @@ func writeSimulateJSON(w io.Writer, r *simulate.Report) error {
 			P90Cost:           s.P90Cost,
 			MeanOnDemandHours: roundTo(s.MeanOnDemandHours, 4),
 			MeanSpotHours:     roundTo(s.MeanSpotHours, 4),
+			MeanMoves:         roundTo(s.MeanMoves, 4),
+			MeanEgress:        s.MeanEgress,
 			Misses:            s.Misses,
 			Runs:              s.Runs,
 		}
@@ -288,19 +336,22 @@ func printSimulateReport(w io.Writer, sim *simulation, r *simulate.Report) {
 	if !t.Feasible() {
 		fmt.Fprintln(w, "note: work plus one changeover exceeds the deadline; every run misses it")
 	}
+	if m.Egress() > 0 {
+		fmt.Fprintf(w, "regions: %d (%s); a move between them costs %s\n", len(m.Regions), strings.Join(m.Regions, ", "), m.Egress().Human())
+	}
 	fmt.Fprintf(w, "%d runs; history: %s\n\n", len(r.Starts), historyText(sim))
 	_, hasOptimal := r.Policy(simulate.PolicyOptimal)
 	// The policy column reads left to right, the figures line up right.
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "policy \tmean cost\tp50\tp90\ton-demand h\tspot h\tmisses\truns\t"
+	head := "policy \tmean cost\tp50\tp90\ton-demand h\tspot h\tmoves\tegress\tmisses\truns\t"
 	if hasOptimal {
 		head += "vs optimal\t"
 	}
 	name := func(s string) string { return fmt.Sprintf("%-18s", s) }
 	fmt.Fprintln(tw, name("policy")+head[len("policy "):])
 	for _, s := range r.Policies {
-		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%.1f\t%.1f\t%d\t%d\t", name(s.Name), s.MeanCost.Human(), s.P50Cost.Human(), s.P90Cost.Human(),
-			s.MeanOnDemandHours, s.MeanSpotHours, s.Misses, s.Runs)
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t%s\t%d\t%d\t", name(s.Name), s.MeanCost.Human(), s.P50Cost.Human(), s.P90Cost.Human(),
+			s.MeanOnDemandHours, s.MeanSpotHours, s.MeanMoves, s.MeanEgress.Human(), s.Misses, s.Runs)
 		if hasOptimal {
 			line += fmt.Sprintf("%.3fx\t", s.Ratio)
 		}

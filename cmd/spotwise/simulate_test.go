@@ -77,7 +77,7 @@ func TestSimulateJSON(t *testing.T) {
 	if len(raw) != 1 || raw["policies"] == nil {
 		t.Fatalf("top level %v, want only \"policies\"", keys(raw))
 	}
-	wantKeys := []string{"mean_cost", "mean_ondemand_hours", "mean_spot_hours", "misses", "p50_cost", "p90_cost", "runs"}
+	wantKeys := []string{"mean_cost", "mean_egress", "mean_moves", "mean_ondemand_hours", "mean_spot_hours", "misses", "p50_cost", "p90_cost", "runs"}
 	for name, p := range raw["policies"] {
 		if got := keys(p); !slices.Equal(got, wantKeys) {
 			t.Errorf("%s has keys %v, want %v", name, got, wantKeys)
@@ -245,5 +245,53 @@ func TestSimulateSharedTraces(t *testing.T) {
 		if p.Misses != 0 || p.MeanCost < opt {
 			t.Errorf("%s: %+v (optimal %v)", name, p, opt)
 		}
+	}
+}
+
+func TestSimulateRegionsPricesAndEgress(t *testing.T) {
+	dir := t.TempDir()
+	avail, prices := filepath.Join(dir, "avail"), filepath.Join(dir, "prices")
+	for _, d := range []string{avail, prices} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(path, body string) {
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// r1-a is cheap but gone after two hours; r2-a, in another region,
+	// costs twice as much and stays. On-demand costs $10 in both.
+	write(filepath.Join(avail, "r1-a_v100_1.json"), `{"metadata": {"gap_seconds": 3600}, "data": [1, 1, 0, 0, 0, 0]}`)
+	write(filepath.Join(avail, "r2-a_v100_1.json"), `{"metadata": {"gap_seconds": 3600}, "data": [1, 1, 1, 1, 1, 1]}`)
+	write(filepath.Join(prices, "r1-a_v100_1.json"), `{"metadata": {"gap_seconds": 3600, "on_demand_price": 10}, "prices": [1, 1, 1, 1, 1, 1]}`)
+	write(filepath.Join(prices, "r2-a_v100_1.json"), `{"metadata": {"gap_seconds": 3600, "on_demand_price": 10.0000001}, "prices": [2, 2, 2, 2, 2, 2.0000004]}`)
+	tests := []struct {
+		name         string
+		args         []string
+		cost, egress string
+	}{
+		// Two hours on r1-a ($2), the move ($1 of egress), two on r2-a ($4).
+		{"a 50 GB checkpoint at $0.02/GB", []string{"--checkpoint-gb", "50", "--egress-usd-per-gb", "0.02"}, `"mean_cost": 7.000000`, `"mean_egress": 1.000000`},
+		// A $5 move does not pay: r2-a from the start, $8.
+		{"a dear move", []string{"--checkpoint-gb", "250", "--egress-usd-per-gb", "0.02"}, `"mean_cost": 8.000000`, `"mean_egress": 0.000000`},
+		{"no egress", nil, `"mean_cost": 6.000000`, `"mean_egress": 0.000000`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"--trace", avail, "--prices", prices, "--job-hours", "4", "--deadline-hours", "4", "--changeover-hours", "0",
+				"--starts", "1", "--even", "--policy", "optimal", "--json"}, tt.args...)
+			stdout, _, err := runSimulateCmd(t, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(stdout, tt.cost) || !strings.Contains(stdout, tt.egress) {
+				t.Errorf("want %s and %s; output:\n%s", tt.cost, tt.egress, stdout)
+			}
+		})
+	}
+	if _, _, err := runSimulateCmd(t, "--trace", avail, "--prices", dir, "--job-hours", "4", "--deadline-hours", "4"); err == nil || !strings.Contains(err.Error(), "--prices") {
+		t.Errorf("prices missing for a zone: %v, want an error naming --prices", err)
 	}
 }

@@ -43,8 +43,27 @@ func main() {
 		single     = flag.Bool("single", true, "run each zone alone")
 		multi      = flag.Bool("multi", true, "run all zones together")
 		check      = flag.Bool("check", true, "fail when a target is missed")
+		suite      = flag.String("suite", "", `"heterogeneous": the markets where zones differ in price and region, instead of -set`)
 	)
 	flag.Parse()
+	if *suite != "" {
+		if *suite != "heterogeneous" {
+			fmt.Fprintf(os.Stderr, "bench-policy: unknown suite %q\n", *suite)
+			os.Exit(2)
+		}
+		var fr []float64
+		for _, f := range strings.Split(*fractions, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || v <= 0 || v > 1 {
+				fmt.Fprintf(os.Stderr, "bench-policy: fraction %q\n", f)
+				os.Exit(2)
+			}
+			fr = append(fr, v)
+		}
+		began := time.Now()
+		report(heterogeneous(*traces, fr, *jobHours, *changeover, *starts), began, *check)
+		return
+	}
 	b, err := newBench(filepath.Join(*traces, *set), *nodes, *onDemand, *spot, *tracePrice)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-policy:", err)
@@ -68,6 +87,12 @@ func main() {
 		}
 		failures = append(failures, b.deadline(frac, job, *starts, *single, *multi)...)
 	}
+	report(failures, began, *check)
+}
+
+// report prints the time taken and the targets missed; it exits non-zero
+// when one was and check is set.
+func report(failures []string, began time.Time, check bool) {
 	fmt.Printf("total %s\n", time.Since(began).Round(100*time.Millisecond))
 	if len(failures) == 0 {
 		fmt.Println("targets: all met")
@@ -77,7 +102,7 @@ func main() {
 	for _, f := range failures {
 		fmt.Println("  " + f)
 	}
-	if *check {
+	if check {
 		os.Exit(1)
 	}
 }
