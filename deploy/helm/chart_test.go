@@ -12,9 +12,16 @@ package helm_test
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -330,6 +337,32 @@ func (p podSpec) secretsMounted() map[string][]string {
 	return out
 }
 
+// writeCert writes a self-signed certificate and its key (PEM).
+func writeCert(t *testing.T, certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "nats"},
+		DNSNames:  []string{"*." + release + "-spotwise-nats-headless." + namespace + ".svc.cluster.local"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func subset(sel, labels map[string]string) bool {
 	if len(sel) == 0 {
 		return false
@@ -603,20 +636,6 @@ func TestChartNATSConfigLoads(t *testing.T) {
 	node := sts.Template.Spec.Containers[0]
 	cm := m.find(t, "ConfigMap", natsName)
 
-	base := t.TempDir()
-	id, err := events.LoadOrCreateIdentity(filepath.Join(base, "keys"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The resolver directory of the real include is checked against the
-	// volume in TestChartDefaultInstall; here it must be a temporary one.
-	if _, _, err := id.WriteServerConfig(filepath.Join(base, "etc", "identity"), filepath.Join(base, "jwt"), time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(base, "etc", "nats.conf")
-	if err := os.WriteFile(path, []byte(cm.Data["nats.conf"]), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	if p, _, _ := node.mount("operator"); p != "/etc/nats/identity" {
 		t.Errorf("operator.conf is mounted at %q; nats.conf includes identity/operator.conf next to itself (/etc/nats)", p)
 	}
@@ -624,10 +643,7 @@ func TestChartNATSConfigLoads(t *testing.T) {
 		t.Errorf("nats.conf mounted at %q, the command is %v", p, node.Command)
 	}
 	t.Setenv("SERVER_NAME", natsName+"-3")
-	opts, err := server.ProcessConfigFile(path)
-	if err != nil {
-		t.Fatalf("the chart's nats.conf does not load: %v\n%s", err, cm.Data["nats.conf"])
-	}
+	opts := loadNATSConf(t, cm.Data["nats.conf"], nil)
 	if opts.ServerName != natsName+"-3" {
 		t.Errorf("server_name %q, want the pod's name", opts.ServerName)
 	}
@@ -661,6 +677,36 @@ func TestChartNATSConfigLoads(t *testing.T) {
 	if p, ro, _ := node.mount("pid"); p != filepath.Dir(opts.PidFile) || ro {
 		t.Errorf("the pid file %s is not on the writable volume at %s", opts.PidFile, p)
 	}
+}
+
+// loadNATSConf loads a rendered nats.conf in nats-server as a node would,
+// beside the include `spotwise nats init` writes (with a temporary
+// resolver directory), after replacing the paths in moved (a mounted
+// directory -> a local one).
+func loadNATSConf(t *testing.T, conf string, moved map[string]string) *server.Options {
+	t.Helper()
+	base := t.TempDir()
+	id, err := events.LoadOrCreateIdentity(filepath.Join(base, "keys"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The resolver directory of the real include is checked against the
+	// volume in TestChartDefaultInstall; here it must be a temporary one.
+	if _, _, err := id.WriteServerConfig(filepath.Join(base, "etc", "identity"), filepath.Join(base, "jwt"), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for from, to := range moved {
+		conf = strings.ReplaceAll(conf, from, to)
+	}
+	path := filepath.Join(base, "etc", "nats.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatalf("the chart's nats.conf does not load: %v\n%s", err, conf)
+	}
+	return opts
 }
 
 // Optional parts: a ServiceMonitor with the metrics token, TLS on the
@@ -768,6 +814,36 @@ func TestChartOptions(t *testing.T) {
 			t.Errorf("the NATS nodes admit %v, want %v", allowed, want)
 		}
 		m.find(t, "NetworkPolicy", release+"-spotwise")
+	})
+
+	t.Run("NATS over TLS", func(t *testing.T) {
+		m := render(t, "nats.tls.secretName=nats-tls")
+		natsName := release + "-spotwise-nats"
+		sts := spec[workload](t, m.find(t, "StatefulSet", natsName))
+		dep := spec[workload](t, m.find(t, "Deployment", release+"-spotwise"))
+		srv := dep.Template.Spec.Containers[0]
+		url, _ := srv.flag("nats-url")
+		if strings.Count(url, "tls://") != 3 || strings.Contains(url, "nats://") {
+			t.Errorf("--nats-url=%s: want every node over tls://", url)
+		}
+		ca, _ := srv.env("SPOTWISE_NATS_TLS_CA")
+		if p, ro, _ := srv.mount("nats-tls"); ca == "" || ca != p+"/ca.crt" || !ro {
+			t.Errorf("SPOTWISE_NATS_TLS_CA=%q, the CA mounted at %q", ca, p)
+		}
+		if got := dep.Template.Spec.secretsMounted()["nats-tls"]; !slices.Equal(got, []string{"ca.crt"}) {
+			t.Errorf("the servers mount %v of the NATS TLS Secret, want ca.crt only (not the nodes' key)", got)
+		}
+		if got := sts.Template.Spec.secretsMounted()["nats-tls"]; !slices.Equal(got, []string{"tls.crt", "tls.key"}) {
+			t.Errorf("the nodes mount %v of the NATS TLS Secret, want tls.crt and tls.key", got)
+		}
+		dir, _, _ := sts.Template.Spec.Containers[0].mount("tls")
+		local := t.TempDir()
+		writeCert(t, filepath.Join(local, "tls.crt"), filepath.Join(local, "tls.key"))
+		t.Setenv("SERVER_NAME", natsName+"-0")
+		opts := loadNATSConf(t, m.find(t, "ConfigMap", natsName).Data["nats.conf"], map[string]string{dir + "/": local + "/"})
+		if opts.TLSConfig == nil || len(opts.TLSConfig.Certificates) != 1 {
+			t.Errorf("the nodes do not serve TLS to clients (certificate files under %s)", dir)
+		}
 	})
 
 	t.Run("external NATS", func(t *testing.T) {

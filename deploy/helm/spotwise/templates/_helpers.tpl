@@ -73,7 +73,8 @@ app.kubernetes.io/version: {{ .Values.nats.image.tag | quote }}
 {{- if .Values.nats.enabled -}}
 {{- $urls := list -}}
 {{- range $i := until (int .Values.nats.replicas) -}}
-{{- $urls = append $urls (printf "nats://%s:4222" (include "spotwise.nats.podHost" (list $ $i))) -}}
+{{- $scheme := ternary "tls" "nats" (not (empty $.Values.nats.tls.secretName)) -}}
+{{- $urls = append $urls (printf "%s://%s:4222" $scheme (include "spotwise.nats.podHost" (list $ $i))) -}}
 {{- end -}}
 {{- join "," $urls -}}
 {{- else -}}
