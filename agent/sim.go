@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -44,6 +46,49 @@ type SimWorkload struct {
 	Control Answerer
 	// Steps is how many progress reports a full run sends (default 20).
 	Steps int
+
+	// active counts the runs doing something now, not parked waiting for
+	// the clock or a request; parked holds the parked runs' request
+	// channels, to see a request not yet taken up.
+	active atomic.Int64
+	mu     sync.Mutex
+	parked map[*simRun]<-chan *events.AgentControl
+}
+
+// Busy reports whether a run is doing something now rather than waiting
+// for the simulated clock or for a request: a report being published, a
+// checkpoint being stored, a request from the scheduler not yet taken up.
+// Tests that drive a fake clock wait for it before they move time on.
+func (s *SimWorkload) Busy() bool {
+	if s.active.Load() > 0 {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ch := range s.parked {
+		if len(ch) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// park marks r as waiting (for the clock or requests) until unpark.
+func (r *simRun) park(requests <-chan *events.AgentControl) {
+	r.s.mu.Lock()
+	if r.s.parked == nil {
+		r.s.parked = map[*simRun]<-chan *events.AgentControl{}
+	}
+	r.s.parked[r] = requests
+	r.s.mu.Unlock()
+	r.s.active.Add(-1)
+}
+
+func (r *simRun) unpark() {
+	r.s.active.Add(1) // before it leaves parked: never counted as neither
+	r.s.mu.Lock()
+	delete(r.s.parked, r)
+	r.s.mu.Unlock()
 }
 
 // Start begins the workload on a running instance. Only node 0 of a
@@ -66,6 +111,7 @@ func (s *SimWorkload) Start(inst providers.Instance, w providers.Workload) (stop
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &simRun{s: s, inst: inst, w: w, runtime: runtime, log: log, ctx: ctx, cancel: cancel, ended: make(chan struct{})}
+	s.active.Add(1) // until loop parks or ends
 	go r.loop()
 	return r.stop
 }
@@ -126,6 +172,8 @@ func (r *simRun) sleepUntil(t time.Time) bool {
 	}
 	tm := r.s.Clock.NewTimer(d)
 	defer tm.Stop()
+	r.park(nil)
+	defer r.unpark()
 	select {
 	case <-r.ctx.Done():
 		return false
@@ -138,7 +186,10 @@ func (r *simRun) sleepUntil(t time.Time) bool {
 // replaces to checkpoint: until the scheduler says start, at the latest
 // StartAfter), then finds where the work resumes from.
 func (r *simRun) begin(requests <-chan *events.AgentControl) bool {
-	if err := waitToStart(r.ctx, r.s.Clock, r.w.StartAfter, requests); err != nil {
+	r.park(requests)
+	err := waitToStart(r.ctx, r.s.Clock, r.w.StartAfter, requests)
+	r.unpark()
+	if err != nil {
 		return false
 	}
 	began := r.s.Clock.Now()
@@ -195,6 +246,7 @@ func (r *simRun) begin(requests <-chan *events.AgentControl) bool {
 
 func (r *simRun) loop() {
 	defer close(r.ended)
+	defer r.s.active.Add(-1)
 	var requests <-chan *events.AgentControl
 	if r.s.Control != nil {
 		ch, stop, err := controls(r.s.Control, r.inst.JobID, r.inst.Attempt)
@@ -248,11 +300,14 @@ func (r *simRun) loop() {
 			wake = nextPeriodic
 		}
 		tm := r.s.Clock.NewTimer(max(wake.Sub(now), time.Millisecond))
+		r.park(requests)
 		select {
 		case <-r.ctx.Done():
 			tm.Stop()
+			r.unpark()
 			return
 		case c := <-requests:
+			r.unpark()
 			tm.Stop()
 			if c.Kind == events.ControlCheckpoint && canCheckpoint {
 				if !r.checkpoint(c.Reason) {
@@ -260,6 +315,7 @@ func (r *simRun) loop() {
 				}
 			}
 		case <-tm.C():
+			r.unpark()
 			if now := r.s.Clock.Now(); !now.Before(nextReport) && now.Before(r.finish()) {
 				if !r.report(&events.AgentReport{Kind: events.AgentProgress, Progress: r.progressAt(now)}) {
 					return

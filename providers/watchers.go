@@ -44,6 +44,21 @@ func (ws *Watchers) Close(q *EventQueue) int {
 	return len(ws.queues)
 }
 
+// Pending counts the events emitted and not yet handled: waiting in a
+// queue or in a sink's hands. Tests read it to know that every event a
+// provider emitted has been carried on before they move time on.
+func (ws *Watchers) Pending() int {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	n := 0
+	for q := range ws.queues {
+		q.mu.Lock()
+		n += len(q.queue) + q.delivering
+		q.mu.Unlock()
+	}
+	return n
+}
+
 // Len is how many queues are open.
 func (ws *Watchers) Len() int {
 	ws.mu.Lock()
@@ -75,6 +90,9 @@ type EventQueue struct {
 	mu    sync.Mutex
 	queue []Event
 	ready chan struct{} // has a value when queue may be non-empty
+	// delivering counts the events taken from queue whose sink has not
+	// returned yet.
+	delivering int
 }
 
 // Push appends e, replacing an undelivered offers event of the same
@@ -107,6 +125,9 @@ func (q *EventQueue) Deliver(ctx context.Context, sink func(Event)) {
 			return
 		}
 		sink(e)
+		q.mu.Lock()
+		q.delivering--
+		q.mu.Unlock()
 	}
 }
 
@@ -119,5 +140,6 @@ func (q *EventQueue) pop() (Event, bool) {
 	e := q.queue[0]
 	q.queue[0] = Event{}
 	q.queue = q.queue[1:]
+	q.delivering++ // in the same step: never counted as neither
 	return e, true
 }

@@ -38,6 +38,8 @@ type rig struct {
 	dir   string // the checkpoint store's directory
 	arb   scheduler.Arbitrage
 	log   *zap.Logger
+	// work is the simulated agent (nil without rigOpt.workload).
+	work *agent.SimWorkload
 	// running counts what the rig started (the scheduler, the feed).
 	running sync.WaitGroup
 }
@@ -84,8 +86,9 @@ func newRig(t testing.TB, o rigOpt) *rig {
 			t.Fatal(err)
 		}
 		r.store = st
-		runner = &agent.SimWorkload{Clock: clk, Reporter: bus, Throughput: cat, Checkpoints: st, Control: bus, Log: log,
+		r.work = &agent.SimWorkload{Clock: clk, Reporter: bus, Throughput: cat, Checkpoints: st, Control: bus, Log: log,
 			GPUOf: func(p, it string) (string, bool) { x, ok := cat.InstanceType(p, it); return x.GPU, ok }}
+		runner = r.work
 	}
 	var cloud *sim.Cloud
 	regions := o.regions
@@ -120,11 +123,13 @@ func newRig(t testing.TB, o rigOpt) *rig {
 
 // feed carries the simulated cloud's events to the bus until ctx ends, as
 // the server's feed does, through the same mapping (events.FeedMessage).
-// A failed publish is not reported: the test sees what did not arrive.
+// Each publish is waited for, so that an event the cloud emitted is
+// pending in the cloud (Busy) until it is stored: settle sees it on its
+// way. A failed publish is not reported: the test sees what did not arrive.
 func feed(ctx context.Context, bus *events.Bus, cloud providers.Provider) error {
 	return cloud.Watch(ctx, func(ev providers.Event) {
 		if subject, p, id, ok := events.FeedMessage(ev, "sim"); ok {
-			bus.PublishAsync(subject, p, func(error) {}, events.WithID(id))
+			_ = bus.Publish(ctx, subject, p, events.WithID(id))
 		}
 	})
 }
@@ -149,8 +154,11 @@ func (r *rig) start(t testing.TB) {
 
 // settle waits until the system has done all it will do at the current
 // simulated time: no timer callback or undelivered timer value, no
-// scheduler action or cycle under way or asked for, no message waiting for
-// a consumer, and nothing stored, for a few polls in a row.
+// scheduler action or cycle under way or asked for, no cloud event on its
+// way to the bus, no agent doing anything but wait, no message waiting for
+// a consumer, and nothing stored, for a few polls in a row. Each of these
+// is counted where it happens, so how fast the machine runs does not
+// matter.
 func (r *rig) settle(t testing.TB) {
 	t.Helper()
 	const quietPolls = 3
@@ -165,7 +173,7 @@ func (r *rig) settle(t testing.TB) {
 			t.Fatal(err)
 		}
 		clkBusy, fired := r.clk.Busy()
-		busy := clkBusy || a.Backlog > 0 || (r.s != nil && r.s.Busy())
+		busy := clkBusy || a.Backlog > 0 || (r.s != nil && r.s.Busy()) || r.cloud.Busy() || (r.work != nil && r.work.Busy())
 		now := fmt.Sprintf("stored %d backlog %d fired %d busy %v", a.Stored, a.Backlog, fired, busy)
 		if !busy && now == last {
 			quiet++

@@ -56,3 +56,8 @@ func (c *Cloud) emitInstanceLocked(kind providers.EventKind, in *instance, t tim
 	c.emitLocked(providers.Event{Kind: kind, Provider: inst.Provider, Region: inst.Region, Time: t,
 		Instance: &inst, Reason: inst.Reason})
 }
+
+// Busy reports whether an event the cloud emitted has not been handled
+// yet by its Watch's sink (queued, or being handed over). Tests that drive
+// a fake clock wait for it before they move time on.
+func (c *Cloud) Busy() bool { return c.watchers.Pending() > 0 }
