@@ -128,3 +128,36 @@ func survives(z ZoneStats, d float64) float64 {
 	}
 	return runs.tail(age+d) / t
 }
+
+// recentResidual is residual over only the runs of zone z that ended in
+// the last window seconds (the job's own time scale: capacity that came
+// and went in short runs lately is expected to keep doing so for a
+// while); with no run ended in the window, residual over all of them.
+func recentResidual(z ZoneStats, window float64) float64 {
+	all := residual(z)
+	age := z.Since.Seconds()
+	now := z.Observed.Seconds()
+	var n, sum float64
+	seen := false
+	for i := len(z.recent) - 1; i >= 0; i-- {
+		r := z.recent[i]
+		if now-r.end.Seconds() > window {
+			break
+		}
+		if !r.up {
+			continue
+		}
+		seen = true
+		if l := r.length.Seconds(); l > age {
+			n++
+			sum += l - age
+		}
+	}
+	switch {
+	case !seen:
+		return all
+	case n == 0:
+		return math.Min(all, age)
+	}
+	return math.Min(all, sum/n)
+}

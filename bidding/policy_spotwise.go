@@ -1,6 +1,9 @@
 package bidding
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // Spotwise is spotwise's own policy, the one the scheduler uses. It keeps
 // the job on spot whenever that is safe and pays for on-demand only where
@@ -77,10 +80,12 @@ func (Spotwise) Decide(s PolicyState) Choice {
 			z, home = o.bestZone(s, false)
 		}
 		// The hysteresis already prices the slack a return risks.
-		if home && s.Zones[z].Seen.Since.Seconds() >= o.returnWait() && o.gainFrom(s, float64(s.hourly(s.Current)), ChooseSpot(z), false) > 0 && s.Safe(ChooseSpot(z)) {
+		if home && s.Zones[z].Seen.Since.Seconds() >= o.returnWait() && o.returnGain(s, z) > 0 && s.Safe(ChooseSpot(z)) {
 			return ChooseSpot(z)
 		}
-		if c := s.CheapestOnDemand(); c != s.Current && c.Zone != AnyZone && o.moveGain(s, c) > 0 {
+		// Another zone's on-demand when it bridges what is left of the
+		// outage for less, its move included.
+		if c := o.bridgeWith(s); c.Kind == RunOnDemand && c != s.Current {
 			return s.Guard(c)
 		}
 		return s.Guard(s.Current)
@@ -133,27 +138,82 @@ func homeZones(s PolicyState) []bool {
 	return home
 }
 
-// bridgeWith is what bridges an outage of the home zones: the available
-// zone outside them whose stint saves most over on-demand net of its
-// move, or on-demand where it finishes the job for least.
+// bridgeWith is what bridges an outage of the home zones: of on-demand in
+// each zone and spot in the available zones outside them, the one whose
+// stint costs least per hour of progress. A stint lasts what is expected
+// to be left of the outage (outageLeft), or less on spot whose run ends
+// first; it costs its price over the stint and a changeover, and the
+// checkpoint's move there and, when no home zone is in its region, back.
+// So a short outage is bridged near the checkpoint even where on-demand
+// elsewhere would finish the whole job for less.
 func (o outlook) bridgeWith(s PolicyState) Choice {
-	od := s.CheapestOnDemand()
-	best, bestV := od, 0.0
-	for z, zone := range s.Zones {
-		if !zone.Available || o.home[z] {
-			continue
+	homeRegion := map[string]bool{}
+	for z, h := range o.home {
+		if h {
+			homeRegion[s.Zones[z].Region] = true
 		}
-		if v := o.stintSaving(s, z, float64(s.hourly(od))); v > bestV {
-			best, bestV = ChooseSpot(z), v
+	}
+	n := s.nodes()
+	rate := func(c Choice, stint float64) float64 {
+		if stint <= 0 {
+			return math.Inf(1)
+		}
+		e := float64(s.egress(c.Zone))
+		if c.Zone >= 0 && !homeRegion[s.Zones[c.Zone].Region] {
+			e += float64(s.MoveCost)
+		}
+		launch := o.d
+		if c == s.Current {
+			launch = 0
+		}
+		return (float64(s.hourly(c))*(stint+launch)/3600*n + e) / (stint / 3600)
+	}
+	out := math.Min(o.r, o.outageLeft())
+	best, bestV := s.CheapestOnDemand(), math.Inf(1)
+	if best.Zone != AnyZone {
+		bestV = rate(best, out)
+	}
+	if s.Current.Kind == RunOnDemand {
+		best, bestV = s.Current, rate(s.Current, out)
+	}
+	for z, zone := range s.Zones {
+		if v := rate(OnDemandIn(z), out); v < bestV {
+			best, bestV = OnDemandIn(z), v
+		}
+		if zone.Available && !o.home[z] {
+			if v := rate(ChooseSpot(z), math.Min(out, o.holdOn(s, z))); v < bestV {
+				best, bestV = ChooseSpot(z), v
+			}
 		}
 	}
 	return best
+}
+
+// outageLeft is how much longer the home zones' outage is expected to
+// last, in seconds: as residual, over the outages seen; the work left
+// when none was.
+func (o outlook) outageLeft() float64 {
+	var n, sum float64
+	o.down.each(func(c, m float64) {
+		if m > o.age {
+			n += c
+			sum += c * (m - o.age)
+		}
+	})
+	switch {
+	case o.down.total() == 0:
+		return o.r
+	case n == 0:
+		return math.Max(o.age, o.d)
+	}
+	return sum / n
 }
 
 // outlook is the job's view of the market ahead, from what was observed.
 // Durations are in seconds, prices in micro-dollars per hour.
 type outlook struct {
 	d, r, s float64 // changeover, work left, slack
+	window  float64 // the job's whole window
 	od      float64 // on-demand price
 	age     float64 // of the current outage of every zone
 	// migrate is the share of spot time lost to moving between zones:
@@ -180,18 +240,29 @@ func (o outlook) onlyHome() (int, bool) {
 
 func newOutlook(s PolicyState) outlook {
 	o := outlook{
-		d:  s.Changeover.Seconds(),
-		r:  s.WorkLeft.Seconds(),
-		s:  s.slack().Seconds(),
-		od: float64(s.cheapestOnDemandPrice()),
+		d:      s.Changeover.Seconds(),
+		r:      s.WorkLeft.Seconds(),
+		s:      s.slack().Seconds(),
+		window: (s.Elapsed + s.TimeLeft).Seconds(),
+		od:     float64(s.cheapestOnDemandPrice()),
 	}
 	o.home = homeZones(s)
 	u := s.Union
-	if z, only := o.onlyHome(); only {
+	z, only := o.onlyHome()
+	switch {
+	case only:
 		u = s.Zones[z].Seen
+		o.up.addHist(&u.Ups)
+		o.down.addHist(&u.Downs)
+	case slices.Contains(o.home, false):
+		// The union of every zone says little of the home zones' when
+		// others (a dearer zone that never runs out, say) fill their
+		// outages.
+		o.up, o.down = unionRuns(s.Zones, o.home)
+	default:
+		o.up.addHist(&u.Ups)
+		o.down.addHist(&u.Downs)
 	}
-	o.up.addHist(&u.Ups)
-	o.down.addHist(&u.Downs)
 	// The outage of the home zones began when the last of them lost
 	// capacity.
 	o.age = math.Inf(1)
@@ -333,7 +404,8 @@ func (o outlook) bestMove(s PolicyState) (Choice, bool) {
 		}
 	}
 	for z, zone := range s.Zones {
-		if zone.Available && z != s.Current.Zone {
+		// Between home zones a move never pays (homeZones).
+		if zone.Available && z != s.Current.Zone && !(o.home[z] && o.home[s.Current.Zone]) {
 			consider(ChooseSpot(z))
 		}
 	}
@@ -354,22 +426,33 @@ func (o outlook) bestMove(s PolicyState) (Choice, bool) {
 // share that the slack left cannot absorb is expected to be run on
 // on-demand instead of spot.
 func (o outlook) moveGain(s PolicyState, c Choice) float64 {
-	return o.gainFrom(s, float64(s.hourly(s.Current)), c, true)
+	stay := o.r
+	if s.onSpot() {
+		// Past the end of the current run the job moves anyway: the
+		// move now saves only until then.
+		stay = math.Min(o.r, recentResidual(s.Zones[s.Current.Zone].Seen, o.window))
+	}
+	return o.gainWithin(s, float64(s.hourly(s.Current)), c, true, stay)
 }
 
 // gainFrom is moveGain from a place that costs from per node-hour; the
 // changeover's time is priced only with slack set.
 func (o outlook) gainFrom(s PolicyState, from float64, c Choice, slack bool) float64 {
+	return o.gainWithin(s, from, c, slack, o.r)
+}
+
+// gainWithin is gainFrom counting the saving over at most stay seconds.
+func (o outlook) gainWithin(s PolicyState, from float64, c Choice, slack bool, stay float64) float64 {
 	n := s.nodes()
 	dh := o.d / 3600
 	to := float64(s.hourly(c))
 	hold, surv := o.r, 1.0
 	if c.Kind == RunSpot {
 		seen := s.Zones[c.Zone].Seen
-		hold = math.Min(o.r, math.Max(0, residual(seen)-o.d))
+		hold = o.holdOn(s, c.Zone)
 		surv = survives(seen, o.d)
 	}
-	gain := (from - to) * hold / 3600 * n
+	gain := (from - to) * math.Min(hold, stay) / 3600 * n
 	if surv <= 0 {
 		return math.Inf(-1)
 	}
@@ -380,4 +463,21 @@ func (o outlook) gainFrom(s PolicyState, from float64, c Choice, slack bool) flo
 	}
 	slackCost := math.Max(0, o.od-to) * short / 3600 * n
 	return gain - arrive - slackCost
+}
+
+// returnGain is what leaving on-demand for spot in zone z is expected to
+// save: moveGain without the slack (the return hysteresis prices it).
+func (o outlook) returnGain(s PolicyState, z int) float64 {
+	return o.gainFrom(s, float64(s.hourly(s.Current)), ChooseSpot(z), false)
+}
+
+// holdOn is how long a launch on spot in zone z is expected to make
+// progress before its capacity goes: the rest of its current run after
+// the changeover, at most the work left.
+func (o outlook) holdOn(s PolicyState, z int) float64 {
+	res := residual(s.Zones[z].Seen)
+	if len(s.Zones) > 1 {
+		res = recentResidual(s.Zones[z].Seen, o.window)
+	}
+	return math.Min(o.r, math.Max(0, res-o.d))
 }

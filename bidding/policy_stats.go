@@ -19,7 +19,21 @@ type ZoneStats struct {
 	// Ups and Downs are the runs of availability and the outages that
 	// have ended, by length. The run in progress is not among them.
 	Ups, Downs RunHist
+	// recent are the last runs that ended (at most recentRuns), oldest
+	// first, with when they ended: what the union of any set of zones
+	// watched together can be rebuilt from (unionOf).
+	recent []pastRun
 }
+
+// pastRun is one ended run of capacity or outage of a zone.
+type pastRun struct {
+	end, length time.Duration // end is the zone's Observed when it ended
+	up          bool
+}
+
+// recentRuns bounds ZoneStats' log of runs: at one outage an hour, about
+// ten days of a zone's history.
+const recentRuns = 512
 
 // Observe records that the zone had capacity (or not) for the last dt.
 func (z *ZoneStats) Observe(available bool, dt time.Duration) {
@@ -32,6 +46,11 @@ func (z *ZoneStats) Observe(available bool, dt time.Duration) {
 		} else {
 			z.Downs.Add(z.Since)
 		}
+		// A copy of the stats may share the log: append to a fresh
+		// array, never into one another copy reads.
+		n := len(z.recent)
+		log := append(z.recent[max(0, n+1-recentRuns):n:n], pastRun{end: z.Observed, length: z.Since, up: z.Available})
+		z.recent = log
 		z.Since = 0
 	}
 	z.Available = available
