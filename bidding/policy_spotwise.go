@@ -457,6 +457,12 @@ func (o outlook) gainWithin(s PolicyState, from float64, c Choice, slack bool, s
 		return math.Inf(-1)
 	}
 	arrive := (to*dh*n + float64(s.egress(c.Zone))) / surv
+	if s.onSpot() && hold < stay {
+		// c's run is expected to end before the one the job leaves:
+		// the move brings on a relaunch, back here at the latest. (From
+		// on-demand the return hysteresis prices that.)
+		arrive += from*dh*n + float64(s.egress(c.Zone))
+	}
 	short := 0.0
 	if slack {
 		short = math.Min(o.d, math.Max(0, o.need(s, o.age)+(reserveChangeovers+1)*o.d-o.s))
