@@ -1,0 +1,226 @@
+package bidding
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/spotwise/spotwise/money"
+)
+
+// watch feeds zones on one clock: at each step of pattern, zone i has
+// capacity where pattern[step][i] is '1'; every step lasts dt.
+func watch(dt time.Duration, pattern ...string) []ZoneStats {
+	zs := make([]ZoneStats, len(pattern[0]))
+	for _, p := range pattern {
+		for i := range zs {
+			zs[i].Observe(p[i] == '1', dt)
+		}
+	}
+	return zs
+}
+
+func TestUnionRuns(t *testing.T) {
+	// Hours 0-9; a and b overlap their outages for 2h (hours 3-4) and
+	// 1h (hour 7); c never runs out.
+	zs := watch(time.Hour,
+		"111", "101", "011", "001", "001", "111", "101", "001", "011", "111")
+	zones := make([]SpotZone, len(zs))
+	for i := range zs {
+		zones[i].Seen = zs[i]
+	}
+	up, down := unionRuns(zones, []bool{true, true, false})
+	// Outages of a and b together: 2h and 1h, both ended; the runs
+	// between them: 2h (hours 5-6) ended; the first run (hours 0-2) is
+	// cut by the start of the watch, the last one is in progress.
+	if got := down.total(); got != 2 {
+		t.Errorf("outages of a+b: %v, want 2", got)
+	}
+	if got := down.mean(); got != 1.5*3600 {
+		t.Errorf("mean outage of a+b: %vs, want 1.5h", got)
+	}
+	if got, mean := up.total(), up.mean(); got != 1 || mean != 2*3600 {
+		t.Errorf("runs of a+b: %v of mean %vs, want 1 of 2h", got, mean)
+	}
+	if _, down := unionRuns(zones, []bool{true, true, true}); down.total() != 0 {
+		t.Errorf("with c, which never runs out: %v outages, want 0", down.total())
+	}
+}
+
+func TestZoneStatsLogIsNotShared(t *testing.T) {
+	z := watch(time.Hour, "1", "0", "1", "0")[0]
+	a, b := z, z
+	a.Observe(true, time.Hour)
+	b.Observe(false, time.Hour) // the outage goes on: nothing ends
+	b.Observe(true, time.Hour)
+	if len(a.recent) != len(z.recent)+1 || len(b.recent) != len(z.recent)+1 {
+		t.Fatalf("logs: %d and %d runs, want %d each", len(a.recent), len(b.recent), len(z.recent)+1)
+	}
+	if a.recent[len(a.recent)-1].length != time.Hour || b.recent[len(b.recent)-1].length != 2*time.Hour {
+		t.Errorf("copies of the stats overwrote each other's log: %v, %v", a.recent, b.recent)
+	}
+}
+
+func TestRecentResidual(t *testing.T) {
+	var z ZoneStats
+	for range 10 { // long runs, long ago
+		z.Observe(true, 40*time.Hour)
+		z.Observe(false, time.Hour)
+	}
+	for range 10 { // then flickering
+		z.Observe(true, 30*time.Minute)
+		z.Observe(false, 30*time.Minute)
+	}
+	z.Observe(true, 10*time.Minute)
+	all, recent := residual(z), recentResidual(z, (6 * time.Hour).Seconds())
+	if recent >= all/10 {
+		t.Errorf("recent residual %.0fs, want far below the whole history's %.0fs", recent, all)
+	}
+	if got := recentResidual(z, math.Inf(1)); got != all {
+		t.Errorf("over all the log: %.0fs, want residual %.0fs", got, all)
+	}
+}
+
+// market is a fixture: a 48h job with 12-minute changeovers on zones
+// that differ in price and region.
+type market struct{ s PolicyState }
+
+func newMarket(elapsed, left, workLeft time.Duration) *market {
+	return &market{PolicyState{
+		Elapsed: elapsed, TimeLeft: left, Work: h(48), WorkLeft: workLeft,
+		Changeover: 12 * time.Minute, Step: 195 * time.Second,
+		OnDemandPrice: money.MustParse("3.06"),
+	}}
+}
+
+func (m *market) zone(region, price string, available bool, seen ZoneStats) *market {
+	m.s.Zones = append(m.s.Zones, SpotZone{
+		Name: region + string(rune('a'+len(m.s.Zones))), Region: region,
+		Price: money.MustParse(price), Available: available, Seen: seen,
+	})
+	return m
+}
+
+func (m *market) onDemand(z int, price string) *market {
+	m.s.Zones[z].OnDemandPrice = money.MustParse(price)
+	return m
+}
+
+func (m *market) on(c Choice) *market { m.s.Current = c; return m }
+
+func (m *market) move(cost string) *market { m.s.MoveCost = money.MustParse(cost); return m }
+
+// cycles is a zone's history: runs of up, outages of down, then the
+// last state held for since.
+func cycles(up, down time.Duration, n int, available bool, since time.Duration) ZoneStats {
+	var z ZoneStats
+	for range n {
+		z.Observe(true, up)
+		z.Observe(false, down)
+	}
+	if available {
+		z.Observe(true, since)
+	} else {
+		z.Observe(true, up)
+		z.Observe(false, since)
+	}
+	return z
+}
+
+func TestSpotwiseAcrossZonesThatDiffer(t *testing.T) {
+	always := func() ZoneStats { var z ZoneStats; z.Observe(true, 500*time.Hour); return z }
+	tests := []struct {
+		name string
+		s    PolicyState
+		want Choice
+	}{
+		{
+			// The union of every zone never runs out (the dear zone has
+			// capacity throughout): judged on its own, the home zones'
+			// outages are short and the slack covers them.
+			name: "home zones out briefly, a dear zone that never runs out: wait for the home zones",
+			s: newMarket(h(10), h(45), h(40)).
+				zone("us-east-2", "0.95", false, cycles(20*time.Hour, 30*time.Minute, 20, false, 10*time.Minute)).
+				zone("us-east-2", "0.95", false, cycles(20*time.Hour, 30*time.Minute, 20, false, 10*time.Minute)).
+				zone("us-west-2", "2.80", true, always()).union(always()),
+			want: ChooseIdle,
+		},
+		{
+			// Outages of the home region last about an hour: on-demand
+			// there, not the cheaper on-demand of a region the checkpoint
+			// would cross to and back.
+			name: "a short outage to bridge: on-demand near the checkpoint",
+			s: newMarket(h(10), h(41), h(40)).
+				zone("us-west-2", "0.92", false, cycles(6*time.Hour, time.Hour, 20, false, 10*time.Minute)).onDemand(0, "3.978").
+				zone("us-east-1", "1.60", false, cycles(time.Hour, 6*time.Hour, 20, false, time.Hour)).
+				move("2").on(ChooseIdle).withCheckpoint("us-west-2"),
+			want: OnDemandIn(0),
+		},
+		{
+			name: "on on-demand near the checkpoint through a short outage: no move for a cheaper price elsewhere",
+			s: newMarket(h(10), h(41), h(40)).
+				zone("us-west-2", "0.92", false, cycles(6*time.Hour, time.Hour, 20, false, 10*time.Minute)).onDemand(0, "3.978").
+				zone("us-east-1", "1.60", false, cycles(time.Hour, 6*time.Hour, 20, false, time.Hour)).
+				move("2").on(OnDemandIn(0)).s,
+			want: OnDemandIn(0),
+		},
+		{
+			name: "a long outage to bridge: on-demand where it costs least, the move included",
+			s: newMarket(h(10), h(41), h(40)).
+				zone("us-west-2", "0.92", false, cycles(6*time.Hour, 30*time.Hour, 20, false, 10*time.Minute)).onDemand(0, "3.978").
+				zone("us-east-1", "1.60", false, cycles(time.Hour, 6*time.Hour, 20, false, time.Hour)).
+				move("2").on(ChooseIdle).withCheckpoint("us-west-2"),
+			want: OnDemandIn(1),
+		},
+		{
+			// Bridging in another region: the home zone is back, but its
+			// runs of late are short; coming back would pay the egress
+			// again when it flickers out.
+			name: "bridged on a long-lived zone: no return to a home zone that flickers",
+			s: newMarket(h(10), h(50), h(40)).
+				zone("us-west-2", "0.95", true, flickering()).
+				zone("us-east-2", "1.20", true, cycles(30*time.Hour, time.Hour, 10, true, 3*time.Hour)).
+				move("1").on(ChooseSpot(1)).s,
+			want: ChooseSpot(1),
+		},
+		{
+			// Its run is expected to end within the hour, and the job
+			// then relaunches anyway (at home): a move now saves an hour
+			// of the difference and pays the egress and a changeover.
+			name: "bridged on a zone whose run is about to end: stay until it does",
+			s: newMarket(h(10), h(50), h(40)).
+				zone("us-west-2", "0.95", true, cycles(30*time.Hour, time.Hour, 10, true, 3*time.Hour)).
+				zone("us-east-2", "1.20", true, cycles(2*time.Hour, time.Hour, 30, true, time.Hour)).
+				move("1").on(ChooseSpot(1)).s,
+			want: ChooseSpot(1),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := (Spotwise{}).Decide(tt.s); got != tt.want {
+				t.Errorf("Decide = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func (m *market) union(u ZoneStats) PolicyState {
+	m.s.Union = u
+	return m.s
+}
+
+func (m *market) withCheckpoint(region string) PolicyState {
+	m.s.Checkpoint = region
+	return m.s
+}
+
+// flickering is a zone with long runs long ago and runs of minutes over
+// the last job's window and more, up for a few minutes now.
+func flickering() ZoneStats {
+	z := cycles(30*time.Hour, time.Hour, 10, true, time.Hour)
+	for range 48 {
+		z.Observe(false, time.Hour)
+		z.Observe(true, 20*time.Minute)
+	}
+	return z
+}
