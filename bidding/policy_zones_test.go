@@ -72,7 +72,7 @@ func TestRecentResidual(t *testing.T) {
 		z.Observe(false, 30*time.Minute)
 	}
 	z.Observe(true, 10*time.Minute)
-	all, recent := residual(z), recentResidual(z, (6 * time.Hour).Seconds())
+	all, recent := residual(z), recentResidual(z, (6*time.Hour).Seconds())
 	if recent >= all/10 {
 		t.Errorf("recent residual %.0fs, want far below the whole history's %.0fs", recent, all)
 	}
