@@ -154,6 +154,13 @@ type Bus struct {
 	readMu   sync.Mutex
 	reads    map[int]Reading
 	readSeq  int
+	// closing ends the waits for asynchronous publishes' acknowledgements
+	// (Close waits for them): nothing reports to a caller that has gone.
+	asyncMu sync.Mutex
+	closed  bool
+	closing chan struct{}
+	async   sync.WaitGroup
+	unacked atomic.Int64
 }
 
 // DropKey names a count of dropped messages: by which consumer (or
@@ -194,7 +201,7 @@ func Open(ctx context.Context, cfg Config, source string, clk clock.Clock, log *
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	b := &Bus{log: log, clock: clk, source: source, replicas: max(1, cfg.Replicas), leaseTTL: cfg.LeaseTTL}
+	b := &Bus{log: log, clock: clk, source: source, replicas: max(1, cfg.Replicas), leaseTTL: cfg.LeaseTTL, closing: make(chan struct{})}
 	if b.leaseTTL <= 0 {
 		b.leaseTTL = DefaultLeaseTTL
 	}
@@ -469,6 +476,18 @@ func (b *Bus) Close() {
 		}
 		b.nc.Close()
 	}
+	// Acknowledgements that came before the connection closed have been
+	// handled; the others will never come.
+	b.asyncMu.Lock()
+	if !b.closed {
+		b.closed = true
+		close(b.closing)
+	}
+	b.asyncMu.Unlock()
+	b.async.Wait()
+	if n := b.unacked.Load(); n > 0 {
+		b.log.Warn("bus closed with publishes not acknowledged: they may not be stored", zap.Int64("publishes", n))
+	}
 	b.shutdownServer()
 }
 
@@ -545,7 +564,9 @@ func (b *Bus) Publish(ctx context.Context, subject string, p Payload, opts ...Pu
 
 // PublishAsync publishes without waiting for JetStream's acknowledgement,
 // so a burst (a storm of notices from a feed) goes out at wire speed; a
-// failure is reported to onErr. Order on the connection is kept.
+// failure is reported to onErr, unless the bus closes first (Close then
+// logs how many publishes went unacknowledged): the caller may be gone by
+// then. Order on the connection is kept.
 func (b *Bus) PublishAsync(subject string, p Payload, onErr func(error), opts ...PublishOption) {
 	var po publishOptions
 	for _, o := range opts {
@@ -565,13 +586,29 @@ func (b *Bus) PublishAsync(subject string, p Payload, onErr func(error), opts ..
 		onErr(fmt.Errorf("publishing %s to %s: %w", p.EventType(), subject, err))
 		return
 	}
+	b.asyncMu.Lock()
+	defer b.asyncMu.Unlock()
+	if b.closed {
+		b.unacked.Add(1)
+		return
+	}
+	b.async.Add(1)
 	go func() {
+		defer b.async.Done()
+		t := time.NewTimer(30 * time.Second)
+		defer t.Stop()
 		select {
 		case <-fut.Ok():
 		case err := <-fut.Err():
 			onErr(fmt.Errorf("publishing %s to %s: %w", p.EventType(), subject, err))
-		case <-time.After(30 * time.Second):
+		case <-t.C:
 			onErr(fmt.Errorf("publishing %s to %s: no acknowledgement in 30s", p.EventType(), subject))
+		case <-b.closing:
+			select { // an acknowledgement handled before the close counts
+			case <-fut.Ok():
+			default:
+				b.unacked.Add(1)
+			}
 		}
 	}()
 }
