@@ -214,6 +214,9 @@ func TestKill9MidRunLosesNothingAndLaunchesNothingTwice(t *testing.T) {
 
 	// The same data dir: the same operator token.
 	p = startProc(t, dir, addr, "--sim-speed", "900")
+	// A job succeeds when its command exits; its capacity is released
+	// after that, and its last attempt is closed once the capacity is
+	// gone. Wait for both: what is checked below is the end state.
 	for _, id := range ids {
 		testutil.CheckFor(t, 90*time.Second, 100*time.Millisecond, func() error {
 			v, err := c.Get(ctx, id)
@@ -223,13 +226,27 @@ func TestKill9MidRunLosesNothingAndLaunchesNothingTwice(t *testing.T) {
 			if v.State != job.Succeeded {
 				return fmt.Errorf("job %s is %s (%s)", id, v.State, v.Message)
 			}
+			if n := len(v.Attempts); n == 0 || v.Attempts[n-1].Outcome != "succeeded" {
+				return fmt.Errorf("job %s succeeded, its last attempt is not closed yet: %+v", id, v.Attempts)
+			}
 			return nil
 		})
 	}
 	byJob := map[string][]providers.Instance{}
-	for _, in := range instancesOf(t, p) {
-		byJob[in.JobID] = append(byJob[in.JobID], in)
-	}
+	testutil.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		clear(byJob)
+		for _, in := range instancesOf(t, p) {
+			byJob[in.JobID] = append(byJob[in.JobID], in)
+		}
+		for _, id := range ids {
+			for _, in := range byJob[id] {
+				if !in.State.Ended() {
+					return fmt.Errorf("instance %s of finished job %s is still %s", in.ID, id, in.State)
+				}
+			}
+		}
+		return nil
+	})
 	for _, id := range ids {
 		v, err := c.Get(ctx, id)
 		if err != nil {
