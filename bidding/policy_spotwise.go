@@ -10,37 +10,49 @@ import (
 // it buys the slack the deadline needs at the best price, judging from
 // the capacity observed so far:
 //
+//   - The home zones (homeZones) are the zones where a stint costs least
+//     per hour of progress, the checkpoint's move included; the others
+//     only bridge their outages, as on-demand does.
 //   - On spot: stay, unless finishing elsewhere is expected to be cheaper
 //     by more than the move costs (see moveGain): another zone's spot at
-//     a lower price, or on-demand when spot costs more. After a
-//     preemption, move at once to the zone with capacity that offers the
-//     most: the largest share of time with capacity, times the saving
-//     over on-demand, less the checkpoint's move spread over the run
-//     expected there.
-//   - Idle while no zone has capacity: wait while the slack left, less
-//     the two changeovers the safety net needs, still covers the slack
-//     expected to be burnt finishing on spot if every outage ahead were
-//     waited through up to the age of this one and bridged with
-//     on-demand after (launch changeovers included). Once it does not,
-//     this outage has lasted long enough to be worth bridging: run
-//     on-demand, unless the outage is less likely than not to outlast
-//     the changeover (one that ends during it buys nothing). So short
-//     outages are waited through and long ones bridged, as the optimum
-//     does, with the cut-off set by the slack left.
+//     a lower price, or on-demand when spot costs more; never between
+//     home zones. A move saves only until the current run would end (the
+//     job relaunches then anyway), and a move to a zone whose run is
+//     expected to end first also pays the relaunch it brings on. Runs
+//     are judged over the job's window as well as all that was seen, the
+//     shorter expectation winning. After a preemption, move at once to
+//     the home zone with capacity that offers the most: the largest share
+//     of time with capacity, times the saving over on-demand, less the
+//     checkpoint's move spread over the run expected there.
+//   - Idle while no home zone has capacity: wait while the slack left,
+//     less the two changeovers the safety net needs, still covers the
+//     slack expected to be burnt finishing on spot if every outage ahead
+//     were waited through up to the age of this one and bridged after
+//     (launch changeovers included). Once it does not, this outage has
+//     lasted long enough to be worth bridging, unless it is less likely
+//     than not to outlast the changeover (one that ends during it buys
+//     nothing). So short outages are waited through and long ones
+//     bridged, as the optimum does, with the cut-off set by the slack
+//     left. The bridge (bridgeWith) is what costs least per hour of
+//     progress over what is left of the outage: on-demand in some zone,
+//     or spot outside the home zones, with the checkpoint's move there
+//     and, out of the home regions, back.
 //   - On on-demand: stay while no zone has capacity. Return to spot once
 //     its run has lasted a hysteresis h (a return that is preempted at
 //     once wastes two changeovers, which matters as much as the slack
 //     they take: h = d * min(3, 2d * (expected preemptions ahead) / slack))
-//     and the return pays for its move (moveGain). On-demand runs in the
-//     zone where it finishes the job for least (CheapestOnDemand).
+//     and the return pays for its move (moveGain). Move to another zone's
+//     on-demand only when it bridges the rest of the outage for less.
 //   - The safety net (PolicyState.Guard) overrules everything: the
 //     deadline is never put at risk, whatever spot capacity does.
 //
-// Statistics are those of the zones the job may use (PolicyState.Union
-// for the union's runs): ended runs of capacity and outages by length.
-// Until a few outages have been seen, the expected burn is blended with
-// Uniform Progress's line (the slack left in proportion to the time left),
-// so that a job with no history behaves like Uniform Progress.
+// Statistics are those of the home zones taken together (PolicyState.
+// Union when every zone is home, a zone's own with one home zone, else
+// rebuilt from the zones' logs: unionRuns): ended runs of capacity and
+// outages by length. Until a few outages have been seen, the expected
+// burn is blended with Uniform Progress's line (the slack left in
+// proportion to the time left), so that a job with no history behaves
+// like Uniform Progress.
 //
 // Nothing is tuned to a trace: every threshold is in units of the job's
 // changeover d, its slack, and the observed runs; prices enter as ratios.
