@@ -139,6 +139,7 @@ type Cloud struct {
 
 	mu         sync.Mutex
 	closed     bool
+	running    sync.WaitGroup // calls running their effects (runEffects)
 	insts      map[string]*instance
 	byKey      map[string][]string // idempotency key -> instance IDs by node
 	watchers   providers.Watchers
@@ -285,6 +286,9 @@ func (c *Cloud) Close() {
 	for _, stop := range stops {
 		stop()
 	}
+	// A call that took its effects before the close may still be starting
+	// or stopping runners: once Close returns, none runs.
+	c.running.Wait()
 }
 
 // do runs fn with the cloud locked and brought up to the clock's time, then
@@ -305,7 +309,9 @@ func (c *Cloud) do(ctx context.Context, fn func(now time.Time) error) error {
 	c.flushLocked(now)
 	fx := c.fx
 	c.fx = effects{}
+	c.running.Add(1) // under mu, while not closed: Close waits for it
 	c.mu.Unlock()
+	defer c.running.Done()
 	c.runEffects(fx)
 	return err
 }
