@@ -79,8 +79,9 @@ func (s *Service) Authenticate(ctx context.Context, header string) (auth.Princip
 // Forbidden is the error for a principal refused an action.
 func Forbidden(p auth.Principal, what string) error { return errForbidden(p, what) }
 
-// open paths need no token: a load balancer's health check.
-var open = map[string]bool{"/healthz": true}
+// open paths need no token: a load balancer's health check, and the API
+// document (it describes the API and holds no data).
+var open = map[string]bool{"/healthz": true, "/v1/openapi.json": true}
 
 // authHTTP authenticates every request but the open ones.
 func (s *Service) authHTTP(next http.Handler) http.Handler {

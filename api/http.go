@@ -25,24 +25,46 @@ var acceptedTypes = map[string]bool{
 
 // Handler returns the HTTP API. extra handlers (metrics, status) are
 // mounted beside it, behind the same authentication: wrap each in
-// Require for the platform action it takes. Only /healthz is open.
+// Require for the platform action it takes. Only /healthz and
+// /v1/openapi.json are open.
+//
+// Every route is in the OpenAPI document (OpenAPI), served at
+// /v1/openapi.json; a test holds the two together.
 func (s *Service) Handler(extra map[string]http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/jobs", s.jobsCollection)
-	mux.HandleFunc("/v1/jobs/{id}", s.jobsItem)
-	mux.HandleFunc("/v1/tokens", s.tokensCollection)
-	mux.HandleFunc("/v1/tokens/{id}", s.tokensItem)
-	mux.HandleFunc("/v1/audit", s.auditHTTP)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+	rt := &router{}
+	handle := func(pattern string, h http.Handler) {
+		mux.Handle(pattern, h)
+		rt.patterns = append(rt.patterns, pattern)
+	}
+	handle("/v1/jobs", http.HandlerFunc(s.jobsCollection))
+	handle("/v1/jobs/{id}", http.HandlerFunc(s.jobsItem))
+	handle("/v1/tokens", http.HandlerFunc(s.tokensCollection))
+	handle("/v1/tokens/{id}", http.HandlerFunc(s.tokensItem))
+	handle("/v1/audit", http.HandlerFunc(s.auditHTTP))
+	handle("GET /v1/openapi.json", http.HandlerFunc(serveOpenAPI))
+	handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	for path, h := range extra {
-		mux.Handle(path, h)
+	}))
+	for pattern, h := range extra {
+		handle(pattern, h)
+	}
+	// A route for some methods ("GET /v1/status") answers the others
+	// 405, not the catch-all's 404.
+	allow := map[string][]string{}
+	for _, p := range rt.patterns {
+		if method, path, ok := strings.Cut(p, " "); ok {
+			allow[path] = append(allow[path], method)
+		}
+	}
+	for path, methods := range allow {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) { methodNotAllowed(w, strings.Join(methods, ", ")) })
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no such endpoint: " + r.URL.Path})
 	})
-	return s.authHTTP(mux)
+	rt.Handler = s.authHTTP(mux)
+	return rt
 }
 
 func (s *Service) jobsCollection(w http.ResponseWriter, r *http.Request) {

@@ -10,7 +10,7 @@ import (
 )
 
 // SchemaID names the job spec's JSON Schema.
-const SchemaID = "https://spotwise.dev/schemas/job-spec-v1.json"
+const SchemaID = "urn:spotwise:job-spec:v1"
 
 // Schema returns the JSON Schema (draft 2020-12) of a job spec as Parse
 // reads it, for editors (yaml-language-server, VS Code) and for the API

@@ -145,10 +145,10 @@ func (s *Server) start(ctx, rctx context.Context) error {
 		s.goRun(rctx, "alert delivery", n.Run)
 	}
 	handler := s.api.Handler(map[string]http.Handler{
-		"/metrics":      s.api.Require(auth.Observe, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})),
-		"/v1/status":    s.api.Require(auth.Observe, http.HandlerFunc(s.status)),
-		"/v1/instances": s.api.Require(auth.Observe, http.HandlerFunc(s.instances)),
-		"/v1/sim/":      s.api.Require(auth.Operate, http.HandlerFunc(s.simHTTP)),
+		"GET /metrics":      s.api.Require(auth.Observe, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})),
+		"GET /v1/status":    s.api.Require(auth.Observe, http.HandlerFunc(s.status)),
+		"GET /v1/instances": s.api.Require(auth.Observe, http.HandlerFunc(s.instances)),
+		"/v1/sim/":          s.api.Require(auth.Operate, http.HandlerFunc(s.simHTTP)),
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
