@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	_ "embed"
 	"encoding/json"
 	"net/http"
@@ -23,7 +24,7 @@ var openapiTemplate []byte
 //
 // It is served without a token, like /healthz: it describes the API and
 // holds no data, and editors and client generators fetch it without one.
-func OpenAPI() []byte { return openapiDoc() }
+func OpenAPI() []byte { return bytes.Clone(openapiDoc()) }
 
 var openapiDoc = sync.OnceValue(func() []byte {
 	var doc map[string]any
@@ -48,7 +49,7 @@ var openapiDoc = sync.OnceValue(func() []byte {
 
 func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(OpenAPI())
+	_, _ = w.Write(openapiDoc())
 }
 
 // router is the API's handler: the routes it serves, behind

@@ -127,6 +127,26 @@ func TestExamplesValidateAgainstTheSchemaAndParse(t *testing.T) {
 	}
 }
 
+// The README's annotated spec, which shows every field, passes both.
+func TestREADMESpecValidatesAgainstTheSchemaAndParses(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(readme), "## A job spec")
+	_, block, ok := strings.Cut(section, "```yaml\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no YAML block under \"## A job spec\"")
+	}
+	if named := schemaCheck(t, compiledSchema(t), []byte(block)); named != nil {
+		t.Errorf("the schema refuses the README's spec, at %v", named)
+	}
+	if _, err := Parse([]byte(block), vocab); err != nil {
+		t.Errorf("Parse refuses the README's spec: %v", err)
+	}
+}
+
 // Specs both read: the other forms of each field.
 func TestSchemaTakesWhatParseTakes(t *testing.T) {
 	sch := compiledSchema(t)
