@@ -18,15 +18,8 @@ import (
 //	{"metadata": {"gap_seconds": 195, "on_demand_price": 3.06}, "prices": [1.6703, ...]}
 //
 // tick i of the price file is tick i of the availability trace of the
-// same file name. JoinPrices puts the two together.
-type priceFile struct {
-	Metadata *struct {
-		GapSeconds    json.Number `json:"gap_seconds"`
-		OnDemandPrice json.Number `json:"on_demand_price"`
-		Region        string      `json:"region"`
-	} `json:"metadata"`
-	Prices []json.Number `json:"prices"`
-}
+// same file name. JoinPrices puts the two together. Its wire form is a
+// JSON trace's without the data (jsonFile).
 
 // JoinPrices gives each trace the spot prices (and the on-demand price
 // and region, when stated) of the file with the same base name in dir.
@@ -54,7 +47,7 @@ func JoinPrices(ts []Trace, dir string) error {
 func joinFile(t *Trace, r io.Reader) error {
 	dec := json.NewDecoder(r)
 	dec.UseNumber()
-	var f priceFile
+	var f jsonFile
 	if err := dec.Decode(&f); err != nil {
 		return fmt.Errorf("not a JSON price file: %w", err)
 	}
