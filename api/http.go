@@ -42,6 +42,10 @@ func (s *Service) Handler(extra map[string]http.Handler) http.Handler {
 	handle("/v1/tokens", http.HandlerFunc(s.tokensCollection))
 	handle("/v1/tokens/{id}", http.HandlerFunc(s.tokensItem))
 	handle("/v1/audit", http.HandlerFunc(s.auditHTTP))
+	handle("GET /v1/costs", http.HandlerFunc(s.httpCosts))
+	handle("GET /v1/market", http.HandlerFunc(s.httpMarket))
+	handle("GET /v1/market/prices", http.HandlerFunc(s.httpPrices))
+	handle("GET /v1/alerts", http.HandlerFunc(s.httpAlerts))
 	handle("GET /v1/openapi.json", http.HandlerFunc(serveOpenAPI))
 	handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -61,6 +65,11 @@ func (s *Service) Handler(extra map[string]http.Handler) http.Handler {
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) { methodNotAllowed(w, strings.Join(methods, ", ")) })
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			// A person who opens the server's address gets the dashboard.
+			http.Redirect(w, r, "/ui/", http.StatusFound)
+			return
+		}
 		writeError(w, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no such endpoint: " + r.URL.Path})
 	})
 	rt.Handler = s.authHTTP(mux)
@@ -126,7 +135,7 @@ func (s *Service) httpSubmit(w http.ResponseWriter, r *http.Request) {
 
 func (s *Service) httpList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	query := Query{Team: q.Get("team"), Name: q.Get("name"), After: q.Get("after")}
+	query := Query{Team: q.Get("team"), Name: q.Get("name"), After: q.Get("after"), Provider: q.Get("provider"), Search: q.Get("q")}
 	for _, st := range q["state"] {
 		for _, part := range strings.Split(st, ",") {
 			if part != "" {

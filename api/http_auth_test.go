@@ -26,7 +26,8 @@ func TestEveryEndpointButHealthNeedsAToken(t *testing.T) {
 	for _, r := range []struct{ method, path string }{
 		{http.MethodGet, "/v1/jobs"}, {http.MethodPost, "/v1/jobs"}, {http.MethodGet, "/v1/jobs/" + id},
 		{http.MethodDelete, "/v1/jobs/" + id}, {http.MethodGet, "/v1/tokens"}, {http.MethodPost, "/v1/tokens"},
-		{http.MethodDelete, "/v1/tokens/aaaaaaaaaaaaaaaa"}, {http.MethodGet, "/"}, {http.MethodGet, "/v1/nope"},
+		{http.MethodDelete, "/v1/tokens/aaaaaaaaaaaaaaaa"}, {http.MethodGet, "/v1/nope"},
+		{http.MethodGet, "/v1/costs"}, {http.MethodGet, "/v1/market"}, {http.MethodGet, "/v1/market/prices?key=x"}, {http.MethodGet, "/v1/alerts"},
 	} {
 		for name, hdr := range map[string]string{"no token": "", "a made-up token": "Bearer spw_aaaaaaaaaaaaaaaa_bbbb", "basic auth": "Basic dXNlcjpwYXNz"} {
 			res := e.do(r.method, r.path, spec().YAML(), map[string]string{"Authorization": hdr})
@@ -37,6 +38,11 @@ func TestEveryEndpointButHealthNeedsAToken(t *testing.T) {
 	}
 	if res := e.do(http.MethodGet, "/healthz", nil, map[string]string{"Authorization": ""}); res.status != http.StatusOK {
 		t.Errorf("/healthz without a token: %d", res.status)
+	}
+	// The server's address leads a person to the dashboard's sign-in,
+	// which holds no data.
+	if res := e.do(http.MethodGet, "/", nil, map[string]string{"Authorization": ""}); res.status != http.StatusFound || res.header.Get("Location") != "/ui/" {
+		t.Errorf("/ without a token: %d to %q, want 302 to /ui/", res.status, res.header.Get("Location"))
 	}
 	// Nothing was cancelled or submitted by all that.
 	if v, err := e.client.Get(t.Context(), id); err != nil || v.State != job.Queued {

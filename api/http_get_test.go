@@ -39,7 +39,7 @@ func TestHTTPGetJob(t *testing.T) {
 		{"over-long id", http.MethodGet, "/v1/jobs/j-" + strings.Repeat("0", 100), http.StatusNotFound, api.CodeNotFound, ""},
 		{"trailing path", http.MethodGet, "/v1/jobs/" + id + "/events", http.StatusNotFound, api.CodeNotFound, ""},
 		{"unknown path", http.MethodGet, "/v2/jobs", http.StatusNotFound, api.CodeNotFound, ""},
-		{"root", http.MethodGet, "/", http.StatusNotFound, api.CodeNotFound, ""},
+		{"root, not read", http.MethodPost, "/", http.StatusNotFound, api.CodeNotFound, ""},
 		{"PUT a job", http.MethodPut, "/v1/jobs/" + id, http.StatusMethodNotAllowed, api.CodeMethod, "GET, DELETE"},
 		{"POST a job", http.MethodPost, "/v1/jobs/" + id, http.StatusMethodNotAllowed, api.CodeMethod, "GET, DELETE"},
 		{"PATCH the collection", http.MethodPatch, "/v1/jobs", http.StatusMethodNotAllowed, api.CodeMethod, "GET, POST"},

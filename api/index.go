@@ -45,6 +45,8 @@ type entry struct {
 	finishedAt time.Time // set once the job is finished
 	hourly     money.Micros
 	endedCost  money.Micros
+	// spend is where the job's cost fell in time (see spendOf).
+	spend []spendSegment
 }
 
 // cmpKey orders jobs by submission time, then ID.
@@ -139,6 +141,7 @@ func (ix *index) apply(c events.JobChange) {
 	if a := r.Status.Current; a != nil && !a.LaunchedAt.IsZero() {
 		e.launchedAt, e.hourly = a.LaunchedAt, a.Placement.HourlyCost()
 	}
+	e.spend = spendOf(r)
 	if !listed {
 		ix.insert(e)
 	}
@@ -162,6 +165,12 @@ type Query struct {
 	States []job.State
 	Team   string
 	Name   string
+	// Provider keeps the jobs whose current (or last) placement is on
+	// this provider.
+	Provider string
+	// Search keeps the jobs whose name contains it or whose ID starts
+	// with it.
+	Search string
 	// Limit is the page size (default 100, at most 1000).
 	Limit int
 	// After continues a listing: the jobs listed after this one (the Next
@@ -199,6 +208,12 @@ func (ix *index) list(q Query, now time.Time) (list JobList, ok bool) {
 			continue
 		}
 		if q.Name != "" && !strings.Contains(e.sum.Name, q.Name) {
+			continue
+		}
+		if q.Provider != "" && (e.sum.Placement == nil || e.sum.Placement.Provider != q.Provider) {
+			continue
+		}
+		if q.Search != "" && !strings.Contains(e.sum.Name, q.Search) && !strings.HasPrefix(e.id, q.Search) {
 			continue
 		}
 		if len(out.Jobs) == limit {

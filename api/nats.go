@@ -30,8 +30,11 @@ type ListRequest struct {
 	States []job.State `json:"states,omitempty"`
 	Team   string      `json:"team,omitempty"`
 	Name   string      `json:"name,omitempty"`
-	Limit  int         `json:"limit,omitempty"`
-	After  string      `json:"after,omitempty"`
+	// Provider and Search: see Query.
+	Provider string `json:"provider,omitempty"`
+	Search   string `json:"search,omitempty"`
+	Limit    int    `json:"limit,omitempty"`
+	After    string `json:"after,omitempty"`
 }
 
 // Reply is the body of every reply: one of Job, List or Error is set.

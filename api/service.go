@@ -26,6 +26,8 @@ type Service struct {
 	ix    *index
 	hist  *histories
 	authn *auth.Authenticator
+	// market is the price feed's offers, for the dashboard.
+	market *market
 }
 
 // NewService returns the job API over a bus; vocab is what specs are
@@ -37,6 +39,7 @@ func NewService(bus *events.Bus, vocab job.Vocabulary, clk clock.Clock, log *zap
 	s := &Service{bus: bus, jobs: bus.Jobs(), vocab: vocab, clock: clk, log: log, ix: newIndex(), hist: newHistories(4096, 32<<10)}
 	s.ix.deleted = s.hist.forget
 	s.ix.recs = newRecords(16 << 10)
+	s.market = newMarket()
 	return s
 }
 
@@ -44,6 +47,9 @@ func NewService(bus *events.Bus, vocab job.Vocabulary, clk clock.Clock, log *zap
 // every stored job.
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.ix.start(ctx, s.jobs); err != nil {
+		return err
+	}
+	if _, err := s.market.start(ctx, s.bus); err != nil {
 		return err
 	}
 	select {

@@ -340,6 +340,17 @@ func (b *Bus) Request(ctx context.Context, subject string, data []byte) ([]byte,
 // later follower starting from the last message of its subject would meet
 // the poison again.
 func (b *Bus) Follow(ctx context.Context, stream string, subjects []string, lastPerSubject bool, h Handler) (stop func(), err error) {
+	return b.follow(ctx, stream, subjects, lastPerSubject, true, h)
+}
+
+// Read is Follow for a reader beside the stream's owner (the dashboard's
+// view of the prices the scheduler follows): a message it cannot use is
+// skipped, neither counted nor deleted, which is the owner's to do.
+func (b *Bus) Read(ctx context.Context, stream string, subjects []string, lastPerSubject bool, h Handler) (stop func(), err error) {
+	return b.follow(ctx, stream, subjects, lastPerSubject, false, h)
+}
+
+func (b *Bus) follow(ctx context.Context, stream string, subjects []string, lastPerSubject, owner bool, h Handler) (stop func(), err error) {
 	conf := jetstream.OrderedConsumerConfig{FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverNewPolicy}
 	if lastPerSubject {
 		conf.DeliverPolicy = jetstream.DeliverLastPerSubjectPolicy
@@ -375,6 +386,9 @@ func (b *Bus) Follow(ctx context.Context, stream string, subjects []string, last
 		}
 		defer inflight.leave()
 		env, p, err := Decode(msg.Data())
+		if err != nil && !owner {
+			return
+		}
 		if err != nil {
 			b.drop(stream, "garbled")
 			log.Warn("dropping garbled event", zap.String("subject", msg.Subject()), zap.Error(err))
@@ -382,6 +396,9 @@ func (b *Bus) Follow(ctx context.Context, stream string, subjects []string, last
 			return
 		}
 		if err := safely(cctx, h, Message{Subject: msg.Subject(), Envelope: env, Payload: p, Delivered: 1}); err != nil {
+			if !owner {
+				return
+			}
 			if IsDrop(err) || IsDecodeError(err) {
 				b.drop(stream, "refused")
 				log.Warn("dropping event", zap.String("subject", msg.Subject()), zap.String("event", env.ID), zap.String("type", env.Type), zap.Error(err))
@@ -395,7 +412,12 @@ func (b *Bus) Follow(ctx context.Context, stream string, subjects []string, last
 		cancel()
 		return nil, fmt.Errorf("following %s: %w", stream, err)
 	}
-	return inflight.stopper(cctx, b.reading(Reading{Kind: "follow", Name: stream, Stream: stream, Subjects: subjects}, cancel), cc.Stop), nil
+	stopReading := cancel
+	if owner {
+		// Readings lists the owners: what drops a stream's poison.
+		stopReading = b.reading(Reading{Kind: "follow", Name: stream, Stream: stream, Subjects: subjects}, cancel)
+	}
+	return inflight.stopper(cctx, stopReading, cc.Stop), nil
 }
 
 // ErrorReply is what Serve answers when its responder panics: an API

@@ -133,3 +133,48 @@ func (b *Bus) DeleteJobs(ctx context.Context, ids []string) (int, error) {
 	}
 	return len(ids), nil
 }
+
+// Recent reads the newest messages of a stream on subject (wildcards
+// allowed), at most n, oldest first, handing each to fn: what an operator
+// page shows of the alerts, say. Garbled ones are fn's to skip.
+func (b *Bus) Recent(ctx context.Context, stream, subject string, n int, fn func(seq uint64, data []byte)) error {
+	st, err := b.js.Stream(ctx, stream)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", stream, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", stream, err)
+	}
+	last := info.State.LastSeq
+	// Messages on other subjects share the sequence: look back further
+	// than n, then keep the newest n found.
+	from := uint64(1)
+	if span := uint64(n) * 4; last > span {
+		from = last - span + 1
+	}
+	type msg struct {
+		seq  uint64
+		data []byte
+	}
+	var got []msg
+	for {
+		end, more, err := b.directBatch(ctx, stream, subject, from, historyBatch, func(seq uint64, data []byte) {
+			got = append(got, msg{seq, data})
+			if len(got) > n {
+				got = got[1:]
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", stream, err)
+		}
+		if !more || end == 0 {
+			break
+		}
+		from = end + 1
+	}
+	for _, m := range got {
+		fn(m.seq, m.data)
+	}
+	return nil
+}

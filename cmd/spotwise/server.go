@@ -180,6 +180,7 @@ func printBanner(s *server.Server, cfg server.Config, clientFile string) {
 	}
 	fmt.Fprintf(os.Stderr, `
 spotwise is running
+  dashboard       %s://%s/ui/ (sign in with the operator token)
   HTTP API        %s://%s
   NATS            %s
   simulated cloud %s (seed %d), %s
@@ -191,6 +192,6 @@ Submit a job from another shell:
   spotwise submit examples/bert-finetune.yaml
   spotwise jobs
 
-`, scheme, s.HTTPAddr(), nats, speed, cfg.Sim.Seed, job.Duration(cfg.Scheduler.ReconcileInterval).D().String()+" reconciliation", s.Clock().Now().UTC().Format("2006-01-02 15:04:05 MST"),
+`, scheme, s.HTTPAddr(), scheme, s.HTTPAddr(), nats, speed, cfg.Sim.Seed, job.Duration(cfg.Scheduler.ReconcileInterval).D().String()+" reconciliation", s.Clock().Now().UTC().Format("2006-01-02 15:04:05 MST"),
 		s.OperatorTokenFile(), client)
 }

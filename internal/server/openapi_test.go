@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"reflect"
 	"slices"
 	"strings"
@@ -354,6 +355,23 @@ func TestOpenAPIDescribesRealResponses(t *testing.T) {
 		return nil
 	})
 	op.want(200, "GET", "/v1/jobs/"+created.ID, "", nil)
+	op.want(200, "GET", "/v1/jobs?provider=sim&q=openapi", "", nil)
+
+	// The dashboard's reads: costs, the market and an offer's prices, the
+	// alerts (the preemption raised one).
+	op.want(200, "GET", "/v1/costs?group_by=provider&hours=2&bucket=15m", "", nil)
+	op.want(400, "GET", "/v1/costs?group_by=colour", "", nil)
+	var m api.Market
+	if err := json.Unmarshal(op.want(200, "GET", "/v1/market?purchase=spot", "", nil), &m); err != nil || len(m.Offers) == 0 {
+		t.Fatalf("the market lists no spot offers (%v)", err)
+	}
+	op.want(200, "GET", "/v1/market/prices?key="+url.QueryEscape(m.Offers[0].Key), "", nil)
+	op.want(404, "GET", "/v1/market/prices?key=no/such/offer", "", nil)
+	op.want(400, "GET", "/v1/market/prices", "", nil)
+	op.want(200, "GET", "/v1/alerts?limit=10", "", nil)
+	op.want(400, "GET", "/v1/alerts?limit=0", "", nil)
+	anon.want(401, "GET", "/v1/market", "", nil)
+	anon.want(200, "GET", "/ui/", "", nil)
 
 	op.want(200, "DELETE", "/v1/jobs/"+created.ID+"?reason=openapi", "", nil)
 	op.want(200, "DELETE", "/v1/jobs/"+created.ID, "", nil) // again: the same answer

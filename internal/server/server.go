@@ -27,6 +27,7 @@ import (
 	"github.com/spotwise/spotwise/checkpoint"
 	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/internal/web"
 	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/providers/aws"
 	"github.com/spotwise/spotwise/providers/azure"
@@ -149,6 +150,7 @@ func (s *Server) start(ctx, rctx context.Context) error {
 		"GET /v1/status":    s.api.Require(auth.Observe, http.HandlerFunc(s.status)),
 		"GET /v1/instances": s.api.Require(auth.Observe, http.HandlerFunc(s.instances)),
 		"/v1/sim/":          s.api.Require(auth.Operate, http.HandlerFunc(s.simHTTP)),
+		"GET " + web.Prefix: web.Handler(),
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {

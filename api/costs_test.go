@@ -1,0 +1,161 @@
+package api
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/spotwise/spotwise/auth"
+	"github.com/spotwise/spotwise/clock"
+	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/money"
+)
+
+func placement(provider, purchase string, price money.Micros, nodes int) job.Placement {
+	return job.Placement{Provider: provider, Region: "us-east-1", Zone: "us-east-1a", GPU: "A100", Purchase: purchase, PricePerHour: price, Nodes: nodes}
+}
+
+// costRecords are three jobs: one preempted after 90 minutes of two spot
+// instances (one ended by its provider later than the attempt) and moved
+// to on-demand, where it still runs; one finished on spot; one of another
+// team that never launched.
+func costRecords(now time.Time) []*job.Record {
+	t0 := now.Add(-5 * time.Hour)
+	a := rec(job.NewID(t0), t0, job.Running)
+	a.Spec.Team = "vision"
+	spot := job.Attempt{N: 1, Placement: placement("aws", "spot", 3_123_457, 2), LaunchedAt: t0.Add(10 * time.Minute),
+		Spans: []job.Span{
+			{Instance: "i-1", From: t0.Add(10 * time.Minute), To: t0.Add(100 * time.Minute)},
+			{Instance: "i-2", From: t0.Add(11 * time.Minute), To: t0.Add(103*time.Minute + 7*time.Second), Price: 2_999_999},
+		},
+		EndedAt: t0.Add(100 * time.Minute), Outcome: job.OutcomePreempted}
+	// What the lifecycle bills the ended attempt.
+	spot.Cost = money.Micros(3_123_457).ForDuration(90*time.Minute) + money.Micros(2_999_999).ForDuration(92*time.Minute+7*time.Second)
+	a.Status.Attempts = []job.Attempt{spot}
+	a.Status.EndedCost = spot.Cost
+	a.Status.Current = &job.Attempt{N: 2, Placement: placement("azure", "on-demand", 9_870_001, 1), LaunchedAt: t0.Add(110 * time.Minute)}
+
+	t1 := now.Add(-3 * time.Hour)
+	b := rec(job.NewID(t1), t1, job.Succeeded)
+	b.Spec.Team = "nlp"
+	done := job.Attempt{N: 1, Placement: placement("aws", "spot", 1_000_003, 1), LaunchedAt: t1.Add(time.Minute), EndedAt: t1.Add(61*time.Minute + 13*time.Second), Outcome: job.OutcomeSucceeded}
+	done.Cost = money.Micros(1_000_003).ForDuration(60*time.Minute + 13*time.Second)
+	// The record no longer lists an earlier attempt: its cost is in
+	// EndedCost all the same.
+	b.Status.Attempts = []job.Attempt{done}
+	b.Status.EndedCost = done.Cost + 777_777
+
+	c := rec(job.NewID(t1), t1.Add(time.Second), job.Queued)
+	c.Spec.Team = "nlp"
+	return []*job.Record{a, b, c}
+}
+
+func costService(t *testing.T, now time.Time) *Service {
+	t.Helper()
+	s := &Service{ix: newIndex(), clock: clock.NewFake(now)}
+	for i, r := range costRecords(now) {
+		s.ix.apply(events.JobChange{ID: r.ID, Revision: uint64(i + 1), Record: r})
+	}
+	return s
+}
+
+// However the period is cut and grouped, the spend adds up to exactly
+// what the jobs are billed (their cost_usd), to the micro-dollar, and
+// each bucket holds what was billed within it.
+func TestCostsAddUpToWhatJobsAreBilled(t *testing.T) {
+	now := time.Date(2031, 3, 14, 18, 0, 0, 0, time.UTC)
+	s := costService(t, now)
+	var billed money.Micros
+	for _, r := range costRecords(now) {
+		billed += r.CostAt(now)
+	}
+	op := auth.WithPrincipal(context.Background(), auth.System("test"))
+	for _, group := range CostGroups {
+		for _, bucket := range []time.Duration{time.Minute, 7 * time.Minute, time.Hour, 24 * time.Hour} {
+			c, err := s.Costs(op, CostQuery{GroupBy: group, From: now.Add(-6 * time.Hour), To: now, Bucket: bucket})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sum money.Micros
+			for _, g := range c.Groups {
+				var gs money.Micros
+				for _, v := range g.Series {
+					if v < 0 {
+						t.Errorf("%s by %s: a negative bucket %s", group, bucket, v)
+					}
+					gs += v
+				}
+				if gs != g.Total {
+					t.Errorf("%s by %s: group %s series add to %s, total says %s", group, bucket, g.Key, gs, g.Total)
+				}
+				sum += gs
+			}
+			if sum != billed || c.Total != billed {
+				t.Errorf("%s by %s: spend %s (total %s), the jobs are billed %s", group, bucket, sum, c.Total, billed)
+			}
+			if c.Jobs != 2 {
+				t.Errorf("%s by %s: %d jobs billed, want 2", group, bucket, c.Jobs)
+			}
+		}
+	}
+	byPurchase, _ := s.Costs(op, CostQuery{GroupBy: "purchase", From: now.Add(-6 * time.Hour), To: now, Bucket: time.Hour})
+	want := map[string]bool{"spot": true, "on-demand": true, "(none)": true}
+	for _, g := range byPurchase.Groups {
+		if !want[g.Key] {
+			t.Errorf("unexpected purchase group %q", g.Key)
+		}
+	}
+	// The on-demand attempt runs from 3h10m ago at $9.870001/h: the
+	// last whole hour holds exactly an hour of it.
+	for _, g := range byPurchase.Groups {
+		if g.Key == "on-demand" && g.Series[5] != money.Micros(9_870_001) {
+			t.Errorf("the last hour holds %s of on-demand, want $9.870001", g.Series[5])
+		}
+	}
+
+	// A period that cuts the jobs holds only what fell inside it.
+	from, to := now.Add(-4*time.Hour), now.Add(-2*time.Hour)
+	part, err := s.Costs(op, CostQuery{GroupBy: "team", From: from, To: to, Bucket: 30 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 14:00-16:00: the spot instances from 14:00 to their ends (i-1 ran
+	// 50 minutes before, i-2 49), on-demand from 14:50, the finished job
+	// from 15:01 with the cost of the attempt it no longer lists.
+	m := func(p money.Micros, d time.Duration) money.Micros { return p.ForDuration(d) }
+	inside := m(3_123_457, 90*time.Minute) - m(3_123_457, 50*time.Minute) +
+		m(2_999_999, 92*time.Minute+7*time.Second) - m(2_999_999, 49*time.Minute) +
+		m(9_870_001, 70*time.Minute) + m(1_000_003, 59*time.Minute) + 777_777
+	if part.Total != inside {
+		t.Errorf("spend from %s to %s is %s, want %s", from, to, part.Total, inside)
+	}
+}
+
+// A team's member sees its team's spend only; another team's is refused;
+// bad queries say what is wrong.
+func TestCostsKeepToTheCallersTeams(t *testing.T) {
+	now := time.Date(2031, 3, 14, 18, 0, 0, 0, time.UTC)
+	s := costService(t, now)
+	nlp := auth.WithPrincipal(context.Background(), auth.Principal{Subject: "u", Team: "nlp", Role: auth.Viewer})
+	c, err := s.Costs(nlp, CostQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Groups) != 1 || c.Groups[0].Key != "nlp" {
+		t.Errorf("nlp's viewer sees %+v", c.Groups)
+	}
+	if _, err := s.Costs(nlp, CostQuery{Team: "vision"}); err == nil {
+		t.Error("nlp's viewer read vision's costs")
+	}
+	op := auth.WithPrincipal(context.Background(), auth.System("test"))
+	for name, q := range map[string]CostQuery{
+		"unknown group":   {GroupBy: "colour"},
+		"backwards":       {From: now, To: now.Add(-time.Hour)},
+		"too many points": {From: now.Add(-2000 * time.Hour), To: now, Bucket: time.Minute},
+	} {
+		if _, err := s.Costs(op, q); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
