@@ -15,6 +15,9 @@ const (
 	// back to spot from on-demand, and to clearly cheaper capacity.
 	NoticeReturnToSpot = "return-to-spot"
 	NoticeCheaper      = "cheaper"
+	// NoticeDeadline: the deadline policy moves a job off spot to
+	// on-demand while the deadline can still be met there.
+	NoticeDeadline = "deadline"
 )
 
 // MoveTimeout is how long a move of spotwise's own waits for its

@@ -29,6 +29,11 @@ type QueuedJob struct {
 	// the deadline policy is asked about: since when it has run there
 	// (its changeover counts from then). Zero for a job to place.
 	OnDemandSince time.Time
+	// SpotSince and RunningOffer are set for a job running on spot that
+	// the deadline policy is asked about: since when it has run on the
+	// offer (its zone is the policy's current choice).
+	SpotSince    time.Time
+	RunningOffer string
 	// Excluded are offers or scopes of offers (providers.ScopeKey) a
 	// provider refused the job for good; ExcludedWhy the providers'
 	// reasons.
@@ -179,6 +184,8 @@ type compiledOffers struct {
 	regions []regionKey
 	geos    []string // geography of each region
 	all     []compiledOffer
+	// byID finds an offer by ID; set when running jobs are weighed.
+	byID map[string]*compiledOffer
 }
 
 func purchaseBit(p providers.PurchaseOption) uint8 {
@@ -279,7 +286,10 @@ type needs struct {
 	// checkpoint there takes (nil when there is nothing to move).
 	moveTime []time.Duration
 	moveCost []money.Micros
-	ckpt     bidding.Checkpointing
+	// ckptRegion is the region (provider/region) of the job's
+	// checkpoint, "" when it has none.
+	ckptRegion string
+	ckpt       bidding.Checkpointing
 }
 
 func (co *compiledOffers) compileNeeds(r *Requirements, tp bidding.ThroughputTable, rules *ruleCache) *needs {
@@ -320,6 +330,9 @@ func (co *compiledOffers) compileNeeds(r *Requirements, tp bidding.ThroughputTab
 		n.ckpt.Time = bidding.DefaultCheckpointTime
 	}
 	n.skipShort = r.SkipShortNotice && !r.CkptDisabled
+	if r.CkptProvider != "" {
+		n.ckptRegion = r.CkptProvider + "/" + r.CkptRegion
+	}
 	if r.CkptProvider != "" && r.CkptGB > 0 {
 		n.moveTime = make([]time.Duration, len(co.regions))
 		n.moveCost = make([]money.Micros, len(co.regions))

@@ -120,6 +120,7 @@ func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 		for i := range co.all {
 			byID[co.all[i].id] = &co.all[i]
 		}
+		co.byID = byID
 	}
 	var plan Plan
 	var moves []MoveOption

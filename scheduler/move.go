@@ -26,6 +26,7 @@ import (
 const (
 	NoticeReturnToSpot = job.NoticeReturnToSpot
 	NoticeCheaper      = job.NoticeCheaper
+	NoticeDeadline     = job.NoticeDeadline
 )
 
 // ZoneCooldown is how long the zone of an interrupted instance is avoided
@@ -56,7 +57,7 @@ func policyRun(r *job.Record) bool {
 // checkpoint. A job the deadline policy sent to on-demand is asked about
 // at once (the policy has its own hysteresis); any other job once it has
 // run MinStay where it is, and only with arbitrage on (decideMoves also
-// wants it to have MinStay of work left).
+// wants a job that is not the policy's to have MinStay of work left).
 func (s *Scheduler) moveCandidate(r *job.Record, now time.Time) bool {
 	a := r.Status.Current
 	if r.Status.State != job.Running || a == nil || a.Notice != nil || r.Status.Previous != nil || a.RunningAt.IsZero() ||
@@ -66,6 +67,9 @@ func (s *Scheduler) moveCandidate(r *job.Record, now time.Time) bool {
 	if policyRun(r) && a.Placement.Purchase == string(providers.OnDemand) {
 		return true
 	}
+	// On spot, a policy job is the policy's to move (it weighs the move's
+	// cost itself), once it has run MinStay where it is: a job placed a
+	// moment ago by the same policy is not moved again at once.
 	return !s.o.Arbitrage.Off && now.Sub(a.RunningAt) >= s.o.Arbitrage.MinStay
 }
 
@@ -89,11 +93,14 @@ func (s *Scheduler) decideMoves(snap Snapshot, recs []*job.Record) []move {
 		c := r.Clone()
 		c.Status.Previous, c.Status.Current = c.Status.Current, nil // its checkpoint is written where it runs now
 		req := RequirementsOf(c)
-		var odSince time.Time
+		q := queuedJob(r)
 		if policyRun(r) {
-			if a.Placement.Purchase == string(providers.OnDemand) {
-				odSince = a.RunningAt
-			} else {
+			switch a.Placement.Purchase {
+			case string(providers.OnDemand):
+				q.OnDemandSince = a.RunningAt
+			case string(providers.Spot):
+				q.SpotSince, q.RunningOffer = a.RunningAt, a.Placement.OfferID
+			default:
 				v := req.Value()
 				v.Purchase = string(job.PurchaseSpot)
 				req = unique.Make(v)
@@ -101,8 +108,7 @@ func (s *Scheduler) decideMoves(snap Snapshot, recs []*job.Record) []move {
 		}
 		byID[r.ID] = r
 		runningOn[r.ID] = a.Placement.OfferID
-		q := queuedJob(r)
-		q.Req, q.OnDemandSince = req, odSince
+		q.Req = req
 		snap.Jobs = append(snap.Jobs, q)
 	}
 	var out []move
@@ -111,27 +117,38 @@ func (s *Scheduler) decideMoves(snap Snapshot, recs []*job.Record) []move {
 		a := r.Status.Current
 		cur := a.Placement
 		returning := policyRun(r) && cur.Purchase == string(providers.OnDemand)
+		onSpot := policyRun(r) && cur.Purchase == string(providers.Spot)
+		toOnDemand := onSpot && p.Offer.Purchase != providers.Spot
 		switch {
 		case p.Offer.ID() == cur.OfferID:
 			continue // the best place is where it is
 		case returning && p.Offer.Purchase != providers.Spot:
 			continue // the policy keeps it on on-demand
-		case !returning && p.Estimate.Runtime < s.o.Arbitrage.MinStay:
+		case !returning && !onSpot && p.Estimate.Runtime < s.o.Arbitrage.MinStay:
 			continue // too little left to be worth a move for price
-		case p.Offer.GPU == cur.GPU && p.Offer.Price >= cur.PricePerHour:
-			continue // the same GPU for as much or more: nothing to gain
+		case !onSpot && p.Offer.GPU == cur.GPU && p.Offer.Price >= cur.PricePerHour:
+			// The same GPU for as much or more than it was placed at:
+			// nothing to gain. (The policy weighed the prices of now.)
+			continue
 		}
 		stay := p.Stay
 		if stay <= 0 {
 			stay = stayCost(a, r.Status.Progress)
 		}
 		expect := p.Estimate.Cost + cur.HourlyCost().ForDuration(r.Spec.Checkpoint.Time())
-		if stay <= 0 || float64(expect) > (1-s.o.Arbitrage.Saving)*float64(stay) {
+		// The policy's moves are its own decision (it weighed the move's
+		// cost); the others must save Saving of finishing where they are.
+		if !onSpot && (stay <= 0 || float64(expect) > (1-s.o.Arbitrage.Saving)*float64(stay)) {
 			continue
 		}
 		kind, why := NoticeCheaper, "a clearly cheaper place"
-		if returning {
+		switch {
+		case returning:
 			kind, why = NoticeReturnToSpot, "spot is back"
+		case toOnDemand:
+			kind, why = NoticeDeadline, "the deadline needs on-demand"
+		case onSpot:
+			why = "the deadline policy finds finishing there cheaper"
 		}
 		msg := fmt.Sprintf("%s: moving from %s %s in %s (%s/h) to %s %s in %s (%s/h), about %s to finish the work left (the move included) instead of %s; checkpointing first",
 			why, cur.InstanceType, cur.Purchase, cur.Zone, cur.PricePerHour.Human(),

@@ -95,6 +95,15 @@ func TestJobOnOnDemandReturnsToSpotWhenItIsBack(t *testing.T) {
 	// It finishes on spot, before its deadline.
 	rec = r.advanceUntil(t, 10*time.Minute, 13*time.Hour, "finished", func(x *job.Record) bool { return x.Status.State.Terminal() }, auto.ID)
 	if rec.Status.State != job.Succeeded || rec.Status.FinishedAt.After(rec.Status.DeadlineAt) {
+		for _, a := range rec.Status.Attempts {
+			t.Logf("attempt %d %s %s %s: %s to %s, %s (notice %+v)", a.N, a.Placement.Zone, a.Placement.Purchase, a.Placement.PricePerHour, a.RunningAt, a.EndedAt, a.Outcome, a.Notice)
+		}
+		h, _ := r.bus.JobHistory(r.ctx, auto.ID, 0)
+		for _, e := range h {
+			if e.Event.Kind != events.KindProgress {
+				t.Logf("%s %s attempt %d: %s", e.Envelope.Time.Format("15:04:05"), e.Event.Kind, e.Event.Attempt, e.Event.Message)
+			}
+		}
 		t.Fatalf("job %s at %s, deadline %s", rec.Status.State, rec.Status.FinishedAt, rec.Status.DeadlineAt)
 	}
 }

@@ -23,11 +23,16 @@ const (
 // cost to finish. A job with a deadline and purchase policy auto asks the
 // deadline policy instead, as `spotwise simulate` does tick by tick: spot
 // (in which zone), on-demand, or wait for spot while the deadline allows;
-// wait, if not nil, is why it waits.
+// wait, if not nil, is why it waits. A job of the policy's running on spot
+// asks it too, every cycle: stay, another zone, or on-demand (choose
+// returns the offer it runs on to stay, nil when that offer is gone).
 func (co *compiledOffers) choose(cj *compiledJob, s Snapshot) (*compiledOffer, bidding.Estimate, []job.PendingReason) {
 	if s.Policy == nil || cj.deadline.IsZero() || cj.purchase != job.PurchaseAuto {
 		best, est := co.cheapest(cj, s.Now, maskAny)
 		return best, est, nil
+	}
+	if cj.q.RunningOffer != "" {
+		return co.chooseRunning(cj, s)
 	}
 	spot, spotEst := co.cheapest(cj, s.Now, maskSpot)
 	od, odEst := co.cheapest(cj, s.Now, maskOnDemand)
@@ -66,6 +71,38 @@ func (co *compiledOffers) choose(cj *compiledJob, s Snapshot) (*compiledOffer, b
 		Message: fmt.Sprintf("waiting for spot capacity: the deadline leaves %s of slack, and on-demand (%s/h) is kept for when it runs short", human(slack), od.price.Human())}}
 }
 
+// chooseRunning asks the deadline policy about a job running on spot, in
+// the market of the GPU type it runs on: its zone is the policy's current
+// choice. The policy weighs staying against every other zone and
+// on-demand, the move's changeover and egress included; whatever it does
+// not clearly choose keeps the job where it is.
+func (co *compiledOffers) chooseRunning(cj *compiledJob, s Snapshot) (*compiledOffer, bidding.Estimate, []job.PendingReason) {
+	cur := co.byID[cj.q.RunningOffer]
+	if cur == nil || cur.purchase&maskSpot == 0 {
+		return nil, bidding.Estimate{}, nil // its offer is not in the book: nothing to weigh it against
+	}
+	stay := cj.stayEstimate(s.Now, cur, cj.runtime[cur.gpu])
+	od, odEst := co.cheapest(cj, s.Now, maskOnDemand)
+	if od == nil {
+		return cur, stay, nil
+	}
+	st, zones := co.policyState(cj, s, cur, od)
+	c := s.Policy.Decide(st)
+	switch c.Kind {
+	case bidding.RunOnDemand:
+		return od, odEst, nil
+	case bidding.RunSpot:
+		if c.Zone >= 0 && c.Zone < len(zones) && zones[c.Zone] != nil && zones[c.Zone] != cur {
+			o := zones[c.Zone]
+			est := cj.estimate(s.Now, o, cj.runtime[o.gpu])
+			if bidding.MeetsDeadline(est, cj.deadline) {
+				return o, est, nil
+			}
+		}
+	}
+	return cur, stay, nil
+}
+
 // cheapestStatic is the cheapest offer of a purchase kind that passes the
 // job's static filters, capacity or not.
 func (co *compiledOffers) cheapestStatic(cj *compiledJob, mask uint8) *compiledOffer {
@@ -87,12 +124,14 @@ func (co *compiledOffers) cheapestStatic(cj *compiledJob, mask uint8) *compiledO
 }
 
 // policyState describes the job to the policy: its deadline and work on
-// the GPU type of the best spot offer, and each zone where that GPU is
-// sold on spot, with whether it has capacity now and what has been seen of
+// the GPU type of market (its best spot offer, or the one it runs on), and
+// each zone where that GPU is sold on spot, with its region, its spot and
+// on-demand prices, whether it has capacity now and what has been seen of
 // it. zones[i] is the cheapest usable offer of the policy's zone i (nil
-// where there is none now).
-func (co *compiledOffers) policyState(cj *compiledJob, s Snapshot, spot, od *compiledOffer) (bidding.PolicyState, []*compiledOffer) {
-	gi := spot.gpu
+// where there is none now); for a job running on spot, its zone's is the
+// offer it runs on, and that zone is the policy's current choice.
+func (co *compiledOffers) policyState(cj *compiledJob, s Snapshot, market, od *compiledOffer) (bidding.PolicyState, []*compiledOffer) {
+	gi := market.gpu
 	runtime := cj.runtime[gi]
 	whole := runtime
 	if p := cj.q.Progress; p > 0 && p < 1 {
@@ -104,39 +143,63 @@ func (co *compiledOffers) policyState(cj *compiledJob, s Snapshot, spot, od *com
 	}
 	st := bidding.PolicyState{
 		Elapsed: s.Now.Sub(cj.q.SubmittedAt), TimeLeft: cj.deadline.Sub(s.Now),
-		Work: whole, WorkLeft: runtime, Changeover: spot.startup, Step: step,
-		Current: bidding.ChooseIdle, OnDemandPrice: od.price,
+		Work: whole, WorkLeft: runtime, Changeover: market.startup, Step: step,
+		Current: bidding.ChooseIdle, OnDemandPrice: od.price, Nodes: cj.nodes, Checkpoint: cj.ckptRegion,
 	}
 	if since := cj.q.OnDemandSince; !since.IsZero() {
 		st.Current = bidding.ChooseOnDemand
 		st.ChangeoverLeft = max(0, od.startup-s.Now.Sub(since))
 	}
+	var running *compiledOffer
+	if cj.q.RunningOffer != "" && co.byID != nil {
+		if o := co.byID[cj.q.RunningOffer]; o != nil && o.gpu == gi && o.purchase&maskSpot != 0 {
+			running = o
+		}
+	}
 	index := map[string]int{}
 	var zones []*compiledOffer
-	for _, o := range co.groups[gi].offers {
-		if o.purchase&maskSpot == 0 || cj.staticReason(o) != reasonNone {
-			continue
-		}
+	zoneOf := func(o *compiledOffer) int {
 		z := o.offer.Provider + "/" + o.offer.Zone
 		i, ok := index[z]
 		if !ok {
 			i = len(st.Zones)
 			index[z] = i
-			sz := bidding.SpotZone{Name: z, Price: o.price}
+			sz := bidding.SpotZone{Name: z, Price: o.price, Region: o.offer.Provider + "/" + o.offer.Region, OnDemandPrice: o.offer.OnDemandPrice}
 			if stats := s.Zones[ZoneKey{o.offer.Provider, o.offer.Zone, o.offer.GPU}]; stats != nil {
 				sz.Seen = *stats
 			}
 			st.Zones = append(st.Zones, sz)
 			zones = append(zones, nil)
 		}
+		if cj.moveCost != nil {
+			// What a move between regions pays: the dearest carry of
+			// the checkpoint to any of these zones.
+			st.MoveCost = max(st.MoveCost, cj.moveCost[o.region])
+		}
+		return i
+	}
+	for _, o := range co.groups[gi].offers {
+		if o.purchase&maskSpot == 0 || cj.staticReason(o) != reasonNone {
+			continue
+		}
+		i := zoneOf(o)
 		// Offers come cheapest first: the first usable one is the zone's.
-		if zones[i] == nil && cj.dynamicReason(o) == reasonNone {
+		if zones[i] == nil && o != running && cj.dynamicReason(o) == reasonNone {
 			zones[i] = o
 			st.Zones[i].Available = true
 			st.Zones[i].Price = o.price
 		}
 	}
-	if u := s.Zones[ZoneKey{Zone: "*", GPU: spot.offer.GPU}]; u != nil {
+	if running != nil {
+		// Where it runs, there is capacity for it, at its price.
+		i := zoneOf(running)
+		zones[i] = running
+		st.Zones[i].Available = true
+		st.Zones[i].Price = running.price
+		st.Current = bidding.ChooseSpot(i)
+		st.ChangeoverLeft = max(0, running.startup-s.Now.Sub(cj.q.SpotSince))
+	}
+	if u := s.Zones[ZoneKey{Zone: "*", GPU: market.offer.GPU}]; u != nil {
 		st.Union = *u
 	}
 	return st, zones
