@@ -81,7 +81,9 @@ func Forbidden(p auth.Principal, what string) error { return errForbidden(p, wha
 
 // open paths need no token: a load balancer's health check, and the API
 // document (it describes the API and holds no data).
-var open = map[string]bool{"/healthz": true, "/v1/openapi.json": true}
+// The server's /livez and /readyz (mounted by internal/server) are open
+// too: probes carry no token, and they say only whether the server works.
+var open = map[string]bool{"/healthz": true, "/livez": true, "/readyz": true, "/v1/openapi.json": true}
 
 // authHTTP authenticates every request but the open ones.
 func (s *Service) authHTTP(next http.Handler) http.Handler {
