@@ -205,6 +205,15 @@ func WithWallClock(c clock.Clock) Option {
 	return func(s *Server) { s.wallClock = c }
 }
 
+// wall is the wall clock (tokens' expiry, alert times), whatever the
+// simulated cloud's speed.
+func (s *Server) wall() clock.Clock {
+	if s.wallClock == nil {
+		return clock.Real{}
+	}
+	return s.wallClock
+}
+
 // WithVersion sets the version spotwise_build_info reports (the
 // binary's; default the module's, from the build information).
 func WithVersion(v string) Option {

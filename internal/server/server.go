@@ -619,15 +619,6 @@ func (s *Server) openAuth(ctx context.Context) (*auth.Authenticator, error) {
 	return auth.NewAuthenticator(tokens, s.cfg.Auth.OIDC, wall)
 }
 
-// wall is the wall clock (tokens' expiry, alert times), whatever the
-// simulated cloud's speed.
-func (s *Server) wall() clock.Clock {
-	if s.wallClock == nil {
-		return clock.Real{}
-	}
-	return s.wallClock
-}
-
 // OperatorTokenFile is where the operator token made at first start is.
 func (s *Server) OperatorTokenFile() string {
 	if p := s.cfg.Auth.OperatorTokenFile; p != "" {
