@@ -20,9 +20,9 @@ import (
 	"github.com/spotwise/spotwise/internal/testutil"
 )
 
-// healthCalls are anonymous calls to s, checked against the OpenAPI
+// apiValidator checks requests and responses against the OpenAPI
 // document.
-func healthCalls(t *testing.T, s *Server) apiCall {
+func apiValidator(t *testing.T) validator.Validator {
 	t.Helper()
 	doc, err := libopenapi.NewDocument(api.OpenAPI())
 	if err != nil {
@@ -32,7 +32,7 @@ func healthCalls(t *testing.T, s *Server) apiCall {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	return apiCall{t: t, s: s, v: v}
+	return v
 }
 
 // readiness asks GET /readyz without a token.
@@ -78,6 +78,7 @@ func TestLivenessAndReadiness(t *testing.T) {
 	}
 	a := startServer(t, mk("a"))
 	b := startServer(t, mk("b"))
+	v := apiValidator(t)
 	wantChecks := []string{"nats", "scheduler", "job store"}
 	for _, st := range readyStreams {
 		wantChecks = append(wantChecks, "stream "+st)
@@ -93,7 +94,7 @@ func TestLivenessAndReadiness(t *testing.T) {
 	}
 	for _, tt := range servers {
 		t.Run("ready "+tt.name, func(t *testing.T) {
-			c := healthCalls(t, tt.s)
+			c := apiCall{t: t, s: tt.s, v: v}
 			for _, path := range []string{"/livez", "/healthz"} {
 				if body := c.want(http.StatusOK, http.MethodGet, path, "", nil); !strings.Contains(string(body), `"ok"`) {
 					t.Errorf("%s: %s", path, body)
@@ -117,7 +118,7 @@ func TestLivenessAndReadiness(t *testing.T) {
 	stopped = true
 	for _, tt := range servers {
 		t.Run("NATS gone "+tt.name, func(t *testing.T) {
-			c := healthCalls(t, tt.s)
+			c := apiCall{t: t, s: tt.s, v: v}
 			c.want(http.StatusOK, http.MethodGet, "/livez", "", nil)
 			var rd Readiness
 			testutil.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {

@@ -50,7 +50,7 @@ func TestMetricsAreLintCleanAndCoverTheDashboardAndRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := waitState(t, c, v.ID, job.Running, 30*time.Second)
-	op := healthCalls(t, s).as(s.OperatorToken())
+	op := apiCall{t: t, s: s, v: apiValidator(t), token: s.OperatorToken()}
 	// Maintenance announced a simulated day ahead (24 s of wall time at
 	// 3600x): the checkpoint makes it whatever the machine's speed.
 	op.want(http.StatusOK, http.MethodPost, "/v1/sim/maintenance", "application/json", []byte(`{"job": "`+v.ID+`", "in": "24h"}`))
