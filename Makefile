@@ -63,10 +63,20 @@ HELM := bin/helm-$(HELM_VERSION)/helm
 KUBE_VERSION ?= 1.31.0
 $(HELM):
 	GOBIN=$(CURDIR)/bin/helm-$(HELM_VERSION) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+#
+# Then the Prometheus rules (deploy/prometheus): promtool (Debian's
+# prometheus package; .ci/run installs it) checks them and runs their
+# tests; and the Grafana dashboard (deploy/grafana) and the rules are read
+# by a test that runs a real server and finds every metric they ask for
+# on its /metrics, which promlint finds nothing wrong with.
+PROMTOOL ?= promtool
 lint-deploy: $(HELM)
 	$(HELM) lint --strict --kube-version $(KUBE_VERSION) deploy/helm/spotwise
 	$(HELM) template spotwise deploy/helm/spotwise --namespace spotwise --kube-version $(KUBE_VERSION) >/dev/null
 	SPOTWISE_HELM=$(CURDIR)/$(HELM) SPOTWISE_KUBE_VERSION=$(KUBE_VERSION) $(GO) test -count=1 ./deploy/helm/
+	$(PROMTOOL) check rules deploy/prometheus/alerts.yml
+	$(PROMTOOL) test rules deploy/prometheus/alerts_test.yml
+	$(GO) test -count=1 ./internal/server/ -run '^(TestMetricsAreLintCleanAndCoverTheDashboardAndRules|TestMetricNamesOfPromQL)$$'
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -34,6 +34,9 @@ const (
 	DefaultMaxAttempts  = 6
 	DefaultRetryInitial = time.Second
 	DefaultRetryMax     = time.Minute
+	// DefaultResolveTimeout is Alertmanager's own resolve_timeout.
+	DefaultResolveTimeout   = 5 * time.Minute
+	DefaultConditionTimeout = 6 * time.Hour
 )
 
 // Config says where alerts go and how hard to try. Zero values take the
@@ -100,6 +103,16 @@ type Webhook struct {
 	// generatorURL, with "{job_id}" replaced by the alert's job ID (and
 	// left out for an alert without one).
 	GeneratorURL string `json:"generator_url"`
+	// ResolveTimeout, for Format "alertmanager": an alert about an event
+	// (a job failed, a checkpoint did not make it) ends this long after it
+	// starts (default DefaultResolveTimeout).
+	ResolveTimeout time.Duration `json:"resolve_timeout"`
+	// ConditionTimeout, for Format "alertmanager": an alert about a
+	// condition (a job leaving capacity under a notice) ends when the
+	// condition clears (spotwise sends it again, resolved), or this long
+	// after it starts if that never comes (default
+	// DefaultConditionTimeout).
+	ConditionTimeout time.Duration `json:"condition_timeout"`
 }
 
 // String names the webhook without its secrets, so a Webhook printed with
@@ -212,6 +225,14 @@ func (w *Webhook) problems(prefix string) []error {
 	if w.Timeout < 0 {
 		add("timeout", "must not be negative")
 	}
+	for field, d := range map[string]time.Duration{"resolve_timeout": w.ResolveTimeout, "condition_timeout": w.ConditionTimeout} {
+		switch {
+		case d < 0:
+			add(field, "must not be negative")
+		case d > 0 && formatOf(w) != FormatAlertmanager:
+			add(field, "is only used with format %q, not %q", FormatAlertmanager, formatOf(w))
+		}
+	}
 	if w.GeneratorURL != "" {
 		if u, err := url.Parse(strings.ReplaceAll(w.GeneratorURL, "{job_id}", "j")); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 			add("generator_url", "must be an http or https URL")
@@ -284,6 +305,12 @@ func (c Config) withDefaults() Config {
 		}
 		if w.Timeout == 0 {
 			w.Timeout = DefaultTimeout
+		}
+		if w.ResolveTimeout == 0 {
+			w.ResolveTimeout = DefaultResolveTimeout
+		}
+		if w.ConditionTimeout == 0 {
+			w.ConditionTimeout = DefaultConditionTimeout
 		}
 		webhooks[i] = w
 	}
@@ -375,12 +402,15 @@ func (w *Webhook) UnmarshalJSON(b []byte) error {
 	type plain Webhook
 	aux := struct {
 		*plain
-		Timeout job.Duration `json:"timeout"`
-	}{plain: (*plain)(w), Timeout: job.Duration(w.Timeout)}
+		Timeout          job.Duration `json:"timeout"`
+		ResolveTimeout   job.Duration `json:"resolve_timeout"`
+		ConditionTimeout job.Duration `json:"condition_timeout"`
+	}{plain: (*plain)(w), Timeout: job.Duration(w.Timeout), ResolveTimeout: job.Duration(w.ResolveTimeout),
+		ConditionTimeout: job.Duration(w.ConditionTimeout)}
 	if err := decodeStrict(b, &aux); err != nil {
 		return err
 	}
-	w.Timeout = aux.Timeout.D()
+	w.Timeout, w.ResolveTimeout, w.ConditionTimeout = aux.Timeout.D(), aux.ResolveTimeout.D(), aux.ConditionTimeout.D()
 	return nil
 }
 

@@ -38,10 +38,20 @@
 //	      url: http://alertmanager:9093/api/v2/alerts
 //	      format: alertmanager
 //	      generator_url: http://spotwise:8080/v1/jobs/{job_id}
+//	      resolve_timeout: 5m      # an event's alert ends this long after it starts
+//	      condition_timeout: 6h    # a condition's ends when it clears, at the latest this long after
 //	    - name: pager
 //	      url: https://events.example.com/v1/enqueue
 //	      format: template
 //	      headers: {Authorization: "Bearer ${PAGER_TOKEN}"}
 //	      template: '{"severity": {{json .Severity}}, "text": {{json .Summary}}, "at": {{json .Time}}}'
 //	      timeout: 5s
+//
+// Alertmanager alerts are labelled alertname (the kind), severity, team
+// and job_id, so routes can pick a team's; their startsAt and endsAt are
+// the wall clock's, whatever the simulated cloud's speed. An alert about a
+// condition (events.Alert.Ongoing: a job leaving capacity under a notice)
+// is followed by the same alert Resolved once the condition clears (the
+// job runs again, or ends), which ends it at once; a resolution is never
+// dropped by the rate limit.
 package alerts

@@ -14,16 +14,19 @@ import (
 	"github.com/spotwise/spotwise/events"
 )
 
-// item is one alert on its way to one webhook, with what its envelope said.
+// item is one alert on its way to one webhook, with what its envelope said
+// and when (by the notifier's wall clock) it came in.
 type item struct {
-	alert  events.Alert
-	id     string
-	time   time.Time
-	source string
+	alert    events.Alert
+	id       string
+	time     time.Time
+	source   string
+	received time.Time
 }
 
 // TemplateData is what a user template is executed with: the alert's
-// fields (.Severity, .Kind, .JobID, .Summary, .Details) and its envelope's
+// fields (.Severity, .Kind, .JobID, .Summary, .Details, .Ongoing,
+// .Resolved) and its envelope's
 // ID, Time and Source, and the webhook's name.
 type TemplateData struct {
 	events.Alert
@@ -52,7 +55,7 @@ type renderer func(it item) ([]byte, error)
 func newRenderer(w Webhook) (renderer, error) {
 	switch w.Format {
 	case FormatAlertmanager:
-		return func(it item) ([]byte, error) { return alertmanagerBody(it, w.GeneratorURL) }, nil
+		return func(it item) ([]byte, error) { return alertmanagerBody(it, w) }, nil
 	case FormatTemplate:
 		t, err := parseTemplate(w.Template)
 		if err != nil {
@@ -111,6 +114,9 @@ func slackBody(it item) ([]byte, error) {
 	look, ok := severityLook[a.Severity]
 	if !ok {
 		look = severityLook[events.SeverityInfo]
+	}
+	if a.Resolved {
+		look.emoji, look.title = ":white_check_mark:", "Resolved"
 	}
 	text := fmt.Sprintf("%s [%s] %s: %s", look.emoji, a.Severity, a.Kind, a.Summary)
 	if a.JobID != "" {
@@ -187,17 +193,26 @@ type amAlert struct {
 	Labels       map[string]string `json:"labels"`
 	Annotations  map[string]string `json:"annotations"`
 	StartsAt     time.Time         `json:"startsAt"`
+	EndsAt       time.Time         `json:"endsAt,omitzero"`
 	GeneratorURL string            `json:"generatorURL,omitempty"`
 }
 
 // alertmanagerBody is a JSON array of one alert, labelled so Alertmanager
-// can route and group it: alertname is the alert's kind.
-func alertmanagerBody(it item, generatorURL string) ([]byte, error) {
+// can route and group it: alertname is the alert's kind, team the job's
+// team. Its times are the wall clock's (when the notifier took the alert
+// in), never the simulated one's: it starts then, and ends then too when
+// it says a condition cleared (Resolved), else after the webhook's
+// condition or resolve timeout, so that nothing stays firing for ever.
+func alertmanagerBody(it item, w Webhook) ([]byte, error) {
 	a := it.alert
 	labels := map[string]string{"alertname": a.Kind, "severity": a.Severity, "source": "spotwise"}
 	if a.JobID != "" {
 		labels["job_id"] = a.JobID
 	}
+	if team := a.Details["team"]; team != "" {
+		labels["team"] = team
+	}
+	generatorURL := w.GeneratorURL
 	var desc strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(a.Details)) {
 		fmt.Fprintf(&desc, "%s: %s\n", k, a.Details[k])
@@ -206,7 +221,14 @@ func alertmanagerBody(it item, generatorURL string) ([]byte, error) {
 	if desc.Len() > 0 {
 		annotations["description"] = strings.TrimSuffix(desc.String(), "\n")
 	}
-	am := amAlert{Labels: labels, Annotations: annotations, StartsAt: it.time.UTC()}
+	at := it.received.UTC()
+	am := amAlert{Labels: labels, Annotations: annotations, StartsAt: at, EndsAt: at.Add(w.ResolveTimeout)}
+	switch {
+	case a.Resolved:
+		am.EndsAt = at
+	case a.Ongoing:
+		am.EndsAt = at.Add(w.ConditionTimeout)
+	}
 	if generatorURL != "" && (a.JobID != "" || !strings.Contains(generatorURL, "{job_id}")) {
 		am.GeneratorURL = strings.ReplaceAll(generatorURL, "{job_id}", a.JobID)
 	}

@@ -34,6 +34,7 @@ type amAlert struct {
 	Labels       map[string]string `json:"labels"`
 	Annotations  map[string]string `json:"annotations"`
 	StartsAt     time.Time         `json:"startsAt"`
+	EndsAt       time.Time         `json:"endsAt"`
 	GeneratorURL string            `json:"generatorURL"`
 }
 
@@ -43,6 +44,8 @@ func TestFormats(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 11, 29, 19, 32, 17, 0, time.UTC)
 	bus := eventstest.NewBus(t, clock.NewFake(at))
+	// The wall clock is behind the bus's (simulated) one.
+	wall := at.Add(-50 * time.Minute)
 	a := events.Alert{
 		Severity: events.SeverityCritical,
 		Kind:     "preemption",
@@ -99,8 +102,8 @@ func TestFormats(t *testing.T) {
 			if am.Annotations["summary"] != a.Summary || am.Annotations["description"] != "instance: i-0abc\nnotice: 2m\nzone: us-east-1a" {
 				t.Errorf("annotations %q", am.Annotations)
 			}
-			if !am.StartsAt.Equal(at) {
-				t.Errorf("startsAt %v, want the event time %v", am.StartsAt, at)
+			if !am.StartsAt.Equal(wall) || !am.EndsAt.Equal(wall.Add(alerts.DefaultResolveTimeout)) {
+				t.Errorf("startsAt %v, endsAt %v: want the wall clock's %v, and the resolve timeout after it", am.StartsAt, am.EndsAt, wall)
 			}
 			if am.GeneratorURL != "http://spotwise.example/v1/jobs/"+job1 {
 				t.Errorf("generatorURL %q", am.GeneratorURL)
@@ -145,7 +148,7 @@ func TestFormats(t *testing.T) {
 		w.Name, w.URL = tt.name, rc.URL()
 		cfg.Webhooks = append(cfg.Webhooks, w)
 	}
-	startNotifier(t, bus, cfg, nil)
+	startNotifier(t, bus, cfg, nil, alerts.WithClock(clock.NewFake(wall)))
 	publish(t, bus, a)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

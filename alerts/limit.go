@@ -21,7 +21,11 @@ func newDedupe(window time.Duration) *dedupe {
 }
 
 func dedupeKey(a *events.Alert) string {
-	return a.Kind + "\x00" + a.JobID + "\x00" + a.Summary
+	k := a.Kind + "\x00" + a.JobID + "\x00" + a.Summary
+	if a.Resolved {
+		k += "\x00resolved"
+	}
+	return k
 }
 
 // duplicate reports whether key was let through less than a window ago.

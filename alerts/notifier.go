@@ -26,10 +26,11 @@ type options struct {
 	client *http.Client
 }
 
-// WithClock sets the clock of de-duplication windows, rate limits and
-// retry backoff. The default is the wall clock, and it should stay so in
-// production: webhooks count their limits in real time, even when the
-// simulated cloud runs faster.
+// WithClock sets the clock of de-duplication windows, rate limits, retry
+// backoff and Alertmanager's startsAt and endsAt. The default is the wall
+// clock, and it should stay so in production: webhooks count their limits
+// in real time, and Alertmanager refuses alerts from its future, even when
+// the simulated cloud runs faster.
 func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithHTTPClient sets the client webhooks are called with (for a proxy or
@@ -46,6 +47,7 @@ type consumer interface {
 type Notifier struct {
 	bus      consumer
 	log      *zap.Logger
+	clock    clock.Clock
 	sinks    []*sink
 	received atomic.Int64
 	ignored  atomic.Int64
@@ -70,7 +72,7 @@ func New(cfg Config, bus *events.Bus, log *zap.Logger, opts ...Option) (*Notifie
 		log = zap.NewNop()
 	}
 	cfg = cfg.withDefaults()
-	n := &Notifier{bus: bus, log: log}
+	n := &Notifier{bus: bus, log: log, clock: o.clock}
 	for _, w := range cfg.Webhooks {
 		s, err := newSink(w, cfg, o.client, o.clock, log)
 		if err != nil {
@@ -136,7 +138,7 @@ func (n *Notifier) handle(ctx context.Context, m events.Message) error {
 		n.ignored.Add(1)
 		return events.Drop(fmt.Errorf("a %s event on %s, which carries alerts", m.Envelope.Type, m.Subject))
 	}
-	it := item{alert: *a, id: m.Envelope.ID, time: m.Envelope.Time, source: m.Envelope.Source}
+	it := item{alert: *a, id: m.Envelope.ID, time: m.Envelope.Time, source: m.Envelope.Source, received: n.clock.Now()}
 	for _, s := range n.sinks {
 		s.offer(it)
 	}

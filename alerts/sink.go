@@ -96,7 +96,9 @@ func (s *sink) offer(it item) {
 		s.log.Debug("duplicate alert not sent", alertFields(it)...)
 		return
 	}
-	if !s.bucket.take(now) {
+	// A resolution is let through the rate limit: it ends an alert that
+	// was, or might have been, sent, and there is at most one per alert.
+	if !a.Resolved && !s.bucket.take(now) {
 		s.supp.add(a, now)
 		s.armSummary(now)
 		s.mu.Unlock()
@@ -185,8 +187,9 @@ func (s *sink) sendSummary() {
 				"kinds":      strings.Join(byKind, ", "),
 			},
 		},
-		time:   now,
-		source: "spotwise-alerts",
+		time:     now,
+		source:   "spotwise-alerts",
+		received: now,
 	})
 	s.mu.Unlock()
 	s.log.Info("rate limit reopened: sending the suppressed-alerts summary", zap.Int("suppressed", sp.count))

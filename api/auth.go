@@ -79,11 +79,13 @@ func (s *Service) Authenticate(ctx context.Context, header string) (auth.Princip
 // Forbidden is the error for a principal refused an action.
 func Forbidden(p auth.Principal, what string) error { return errForbidden(p, what) }
 
-// open paths need no token: a load balancer's health check, the API
-// document (it describes the API and holds no data), and the dashboard's
-// page and assets under /ui/ (they hold no data either: the page asks the
-// API for everything with the token a person signs in with).
-var open = map[string]bool{"/healthz": true, "/v1/openapi.json": true}
+// open paths need no token: a load balancer's health check and the
+// server's /livez and /readyz (mounted by internal/server: probes carry no
+// token, and they say only whether the server works), the API document
+// (it describes the API and holds no data), and the dashboard's page and
+// assets under /ui/ (they hold no data either: the page asks the API for
+// everything with the token a person signs in with).
+var open = map[string]bool{"/healthz": true, "/livez": true, "/readyz": true, "/v1/openapi.json": true}
 
 func isOpen(path string) bool {
 	return open[path] || path == "/" || strings.HasPrefix(path, "/ui/")

@@ -25,8 +25,8 @@ var acceptedTypes = map[string]bool{
 
 // Handler returns the HTTP API. extra handlers (metrics, status) are
 // mounted beside it, behind the same authentication: wrap each in
-// Require for the platform action it takes. Only /healthz and
-// /v1/openapi.json are open.
+// Require for the platform action it takes. Only /healthz, /livez,
+// /readyz and /v1/openapi.json are open.
 //
 // Every route is in the OpenAPI document (OpenAPI), served at
 // /v1/openapi.json; a test holds the two together.

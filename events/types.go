@@ -365,6 +365,13 @@ type Alert struct {
 	JobID   string            `json:"job_id,omitempty"`
 	Summary string            `json:"summary"`
 	Details map[string]string `json:"details,omitempty"`
+	// Ongoing marks an alert about a condition that lasts (a job moving
+	// off capacity under notice) rather than an event: the same alert
+	// with Resolved set follows when the condition clears.
+	Ongoing bool `json:"ongoing,omitempty"`
+	// Resolved says that the condition an ongoing alert of the same kind
+	// and job reported has cleared.
+	Resolved bool `json:"resolved,omitempty"`
 }
 
 func (*Alert) EventType() string { return TypeAlert }

@@ -38,18 +38,37 @@ func watchAlerts(t *testing.T, r *rig) *alertLog {
 
 func (l *alertLog) wait(t *testing.T, kind, jobID string) events.Alert {
 	t.Helper()
+	return l.waitFor(t, jobID, func(a events.Alert) bool { return a.Kind == kind })
+}
+
+// waitFor waits for an alert about a job that matches.
+func (l *alertLog) waitFor(t *testing.T, jobID string, match func(events.Alert) bool) events.Alert {
+	t.Helper()
 	var found events.Alert
 	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		i := slices.IndexFunc(l.got, func(a events.Alert) bool { return a.Kind == kind && a.JobID == jobID })
+		i := slices.IndexFunc(l.got, func(a events.Alert) bool { return a.JobID == jobID && match(a) })
 		if i < 0 {
-			return fmt.Errorf("no %s alert for %s among %d", kind, jobID, len(l.got))
+			return fmt.Errorf("no such alert for %s among %d", jobID, len(l.got))
 		}
 		found = l.got[i]
 		return nil
 	})
 	return found
+}
+
+// count counts the alerts about a job that match.
+func (l *alertLog) count(jobID string, match func(events.Alert) bool) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, a := range l.got {
+		if a.JobID == jobID && match(a) {
+			n++
+		}
+	}
+	return n
 }
 
 // Operators hear about preemptions (at the notice), jobs that can no

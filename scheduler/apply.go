@@ -41,11 +41,13 @@ func (s *Scheduler) apply(ctx context.Context, id string, in job.Input) (*job.Re
 	now := s.o.Clock.Now()
 	var res job.Result
 	var ended []int
+	var was before
 	rec, _, err := s.jobs.Modify(ctx, id, func(r *job.Record) error {
 		if err := s.fence(r); err != nil {
 			return err
 		}
 		before := job.LiveAttempts(r)
+		was = beforeOf(r)
 		res = job.Apply(r, in, now)
 		ended = ended[:0]
 		after := job.LiveAttempts(r)
@@ -75,8 +77,8 @@ func (s *Scheduler) apply(ctx context.Context, id string, in job.Input) (*job.Re
 		return nil, res, fmt.Errorf("%s for job %s: %w", in.Name(), id, err)
 	}
 	s.metrics.verdict(in.Name(), string(res.Verdict))
-	if _, placed := in.(job.Place); placed && res.Changed() {
-		s.metrics.placements.Add(1) // counted once recorded, before the launch
+	if res.Changed() {
+		s.noteChange(ctx, rec, in, was)
 	}
 	if res.Verdict == job.Refused {
 		s.log.Warn("event refused", zap.String("job", id), zap.String("event", in.Name()), zap.String("why", res.Why))
@@ -123,6 +125,9 @@ func (s *Scheduler) carryOut(ctx context.Context, rec *job.Record, effects []job
 			s.alert(ctx, e.Severity, e.Kind, rec.ID, e.Summary, e.Details, e.ID)
 		case job.AttemptClosed:
 			s.attemptClosed(e.Attempt)
+			if reason := moveReason(&e.Attempt); reason != "" {
+				s.metrics.vecs().moves.WithLabelValues(reason).Inc()
+			}
 		case job.WorkDone:
 			if !e.Attempt.RunningAt.IsZero() {
 				// A whole run from its start to the end of the work: the
@@ -164,7 +169,7 @@ func (s *Scheduler) emit(ctx context.Context, ev *events.JobEvent, id string) {
 // alert publishes an operator alert; delivery to webhooks happens
 // elsewhere and never holds the scheduler up.
 func (s *Scheduler) alert(ctx context.Context, severity, kind, jobID, summary string, details map[string]string, id string) {
-	a := &events.Alert{Severity: severity, Kind: kind, JobID: jobID, Summary: summary, Details: details}
+	a := &events.Alert{Severity: severity, Kind: kind, JobID: jobID, Summary: summary, Details: details, Ongoing: ongoing(kind)}
 	var opts []events.PublishOption
 	if id != "" {
 		opts = append(opts, events.WithID(id))

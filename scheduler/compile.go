@@ -20,7 +20,9 @@ type QueuedJob struct {
 	ID          string
 	Priority    int
 	SubmittedAt time.Time
-	DeadlineAt  time.Time
+	// Team owns the job (for its alerts' routing).
+	Team       string
+	DeadlineAt time.Time
 	// Progress is the fraction of the work already done and kept.
 	Progress float64
 	// Req is what the job needs; jobs with the same needs share one value.

@@ -168,8 +168,12 @@ func (s *Scheduler) recordPending(ctx context.Context, changed []Pending) {
 			// Every offer that passes the other filters finishes too
 			// late while some would not with capacity: someone may want
 			// to decide.
+			var details map[string]string
+			if p.q != nil {
+				details = map[string]string{"team": p.q.Team}
+			}
 			s.alert(ctx, events.SeverityCritical, "deadline-at-risk", p.JobID,
-				fmt.Sprintf("job %s can no longer meet its deadline where there is capacity now: %s", p.JobID, last.Message), nil, p.JobID+"-alert-deadline")
+				fmt.Sprintf("job %s can no longer meet its deadline where there is capacity now: %s", p.JobID, last.Message), details, p.JobID+"-alert-deadline")
 		}
 	}
 }

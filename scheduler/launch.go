@@ -75,7 +75,7 @@ func (s *Scheduler) launchOutcome(ctx context.Context, id string, a job.Attempt,
 		}
 		in = l
 	case errors.As(err, &ice):
-		s.metrics.launchErrors.Add(1)
+		s.metrics.launchFailed(a.Placement, launchCapacity)
 		until := s.o.Clock.Now().Add(s.o.UnavailableFor)
 		if ice.For > 0 {
 			until = s.o.Clock.Now().Add(ice.For)
@@ -83,17 +83,17 @@ func (s *Scheduler) launchOutcome(ctx context.Context, id string, a job.Attempt,
 		s.book.markUnavailable(providers.ScopeKey(ice.Scope, offer), until)
 		in = job.LaunchRefused{Attempt: a.N, Key: a.LaunchKey, Code: ice.Code, Reason: err.Error()}
 	case isRefused:
-		s.metrics.launchErrors.Add(1)
+		s.metrics.launchFailed(a.Placement, launchRefused)
 		in = job.LaunchRefused{Attempt: a.N, Key: a.LaunchKey, Permanent: true, Exclude: providers.ScopeKey(refused.Scope, offer),
 			Code: refused.Code, Reason: refused.Reason, Account: refused.Account}
 	case errors.Is(err, providers.ErrUnknownOffer):
-		s.metrics.launchErrors.Add(1)
+		s.metrics.launchFailed(a.Placement, launchRefused)
 		in = job.LaunchRefused{Attempt: a.N, Key: a.LaunchKey, Permanent: true, Exclude: offer.ID(), Code: "UnknownOffer",
 			Reason: "the provider does not sell " + offer.ID() + " (any more)"}
 	case ctx.Err() != nil:
 		return // shutting down: reconciliation asks again with the same key
 	default:
-		s.metrics.launchErrors.Add(1)
+		s.metrics.launchFailed(a.Placement, launchUnknown)
 		s.log.Warn("launch outcome unknown; will ask again with the same key", zap.String("job", id), zap.String("offer", a.Placement.OfferID), zap.Error(err))
 		in = job.LaunchUnknown{Attempt: a.N, Key: a.LaunchKey, Err: err.Error(), MaxTries: s.o.LaunchTries}
 	}

@@ -7,10 +7,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/money"
 )
 
-// Metrics counts what the scheduler does.
+// Metrics counts what the scheduler does. The zero value is ready; the
+// successive schedulers of one server (one per lease term) share one.
 type Metrics struct {
 	cycles             atomic.Int64
 	lastCycle          atomic.Int64 // nanoseconds
@@ -37,6 +39,19 @@ type Metrics struct {
 
 	verdictMu sync.Mutex
 	verdicts  map[[2]string]int64 // input, verdict
+
+	// The labelled series (labelled.go): counters by placement, the
+	// durations jobs saw, spend by team, and the scheduler's view of jobs
+	// and instances while it holds the lease.
+	once sync.Once
+	vec  *vecs
+
+	spendMu sync.Mutex
+	spend   map[spendKey]*spent
+
+	viewMu    sync.Mutex
+	jobStates map[job.State]int // nil while no term runs
+	instances map[instanceKey]int
 }
 
 // verdict counts what the lifecycle made of an input.
@@ -103,6 +118,9 @@ type Stats struct {
 // Stats returns the counters now.
 func (s *Scheduler) Stats() Stats { return s.metrics.Stats() }
 
+// Metrics is where the scheduler counts (Options.Metrics, or its own).
+func (s *Scheduler) Metrics() *Metrics { return s.metrics }
+
 // Stats returns the counters now.
 func (m *Metrics) Stats() Stats {
 	return Stats{
@@ -114,7 +132,9 @@ func (m *Metrics) Stats() Stats {
 	}
 }
 
-// Register adds the scheduler's metrics to a Prometheus registry.
+// Register adds the scheduler's metrics to a Prometheus registry. The
+// placements, launch errors and moves are labelled (spotwise_placements_total
+// and the others in labelled.go); the unlabelled totals stay in Stats.
 func (m *Metrics) Register(r prometheus.Registerer) error {
 	counter := func(name, help string, v *atomic.Int64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "spotwise", Subsystem: "scheduler", Name: name, Help: help}, func() float64 { return float64(v.Load()) })
@@ -122,10 +142,9 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "spotwise", Subsystem: "scheduler", Name: name, Help: help}, f)
 	}
+	v := m.vecs()
 	for _, c := range []prometheus.Collector{
 		counter("cycles_total", "Scheduling cycles run.", &m.cycles),
-		counter("placements_total", "Placements decided and recorded.", &m.placements),
-		counter("launch_errors_total", "Launches refused or failed.", &m.launchErrors),
 		counter("terminations_total", "Instances terminated.", &m.terminations),
 		counter("instances_lost_total", "Instances that went away under an active job.", &m.instancesLost),
 		counter("attempts_finished_total", "Attempts that ended with the command's exit.", &m.finished),
@@ -134,7 +153,6 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 		counter("notices_total", "Interruption notices acted on.", &m.notices),
 		counter("checkpoint_requests_total", "Checkpoint requests delivered to agents.", &m.checkpointRequests),
 		counter("checkpoint_failures_total", "Checkpoints that did not finish.", &m.checkpointFailures),
-		counter("moves_total", "Running jobs the scheduler chose to move (back to spot, or to cheaper capacity).", &m.moves),
 		counter("forged_events_total", "Events refused for an attempt or instance that is not the job's, even by the provider's own listing.", &m.forged),
 		counter("deposed_writes_total", "Job writes refused because this scheduler's lease term was over.", &m.deposedWrites),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "spotwise", Subsystem: "scheduler", Name: "overhead_usd_total",
@@ -142,6 +160,8 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 		verdictCollector{m},
 		gauge("queued_jobs", "Jobs waiting in the queue.", func() float64 { return float64(m.queued.Load()) }),
 		gauge("last_cycle_seconds", "Duration of the last scheduling cycle.", func() float64 { return time.Duration(m.lastCycle.Load()).Seconds() }),
+		v.placements, v.launchErrors, v.moves, v.queueToRunning, v.noticeToCheckpoint,
+		spendCollector{m}, viewCollector{m},
 	} {
 		if err := r.Register(c); err != nil {
 			return err

@@ -72,6 +72,7 @@ func (s *Scheduler) reconcile(ctx context.Context) {
 func (s *Scheduler) listInstances(ctx context.Context) (map[string][]providers.Instance, bool) {
 	seen := map[providers.Provider]bool{}
 	byKey := map[string][]providers.Instance{}
+	var all []providers.Instance
 	for _, c := range s.o.Clouds {
 		if seen[c] {
 			continue
@@ -85,7 +86,9 @@ func (s *Scheduler) listInstances(ctx context.Context) (map[string][]providers.I
 		for _, in := range insts {
 			byKey[in.IdempotencyKey] = append(byKey[in.IdempotencyKey], in)
 		}
+		all = append(all, insts...)
 	}
+	s.metrics.listed(all)
 	return byKey, true
 }
 

@@ -247,6 +247,7 @@ func (s *Scheduler) Run(ctx context.Context) (err error) {
 	// remembered.
 	s.mu.Lock()
 	s.index, s.q, s.book = map[string]*entry{}, queue{}, newBook()
+	s.metrics.startView()
 	s.fresh, s.lookedAt = nil, ^uint64(0) // the first cycle looks at all
 	s.book.rateOf = s.rateOf
 	s.book.geography = s.o.Geography
@@ -265,6 +266,7 @@ func (s *Scheduler) Run(ctx context.Context) (err error) {
 		}
 		s.work.stop()
 		s.wg.Wait()
+		s.metrics.endView()
 	}()
 	ready := make(chan struct{})
 	var once sync.Once
@@ -387,6 +389,7 @@ func (s *Scheduler) onJobChange(c events.JobChange) {
 		if e != nil {
 			s.dequeue(c.ID, e)
 			delete(s.index, c.ID)
+			s.metrics.jobMoved(e.state, "")
 		}
 		return
 	}
@@ -406,6 +409,7 @@ func (s *Scheduler) onJobChange(c events.JobChange) {
 			}
 		}
 	}
+	s.metrics.jobMoved(e.state, r.Status.State)
 	e.rev, e.state, e.attempt = c.Revision, r.Status.State, r.Status.Attempt
 	e.open = r.Status.Current != nil || r.Status.Previous != nil
 	switch {
@@ -436,13 +440,14 @@ func (s *Scheduler) onJobChange(c events.JobChange) {
 		} else if !e.open && !e.inflight {
 			// Finished for good: nothing more to remember in memory.
 			delete(s.index, c.ID)
+			s.metrics.jobMoved(e.state, "")
 		}
 	}
 }
 
 // queuedJob is what a cycle needs of a job waiting for capacity.
 func queuedJob(r *job.Record) *QueuedJob {
-	q := &QueuedJob{ID: r.ID, Priority: r.Spec.Prio(), SubmittedAt: r.Status.SubmittedAt,
+	q := &QueuedJob{ID: r.ID, Priority: r.Spec.Prio(), SubmittedAt: r.Status.SubmittedAt, Team: r.Spec.Team,
 		DeadlineAt: r.Status.DeadlineAt, Progress: r.Status.Progress, Req: RequirementsOf(r)}
 	if r.Status.DeadlineMissed {
 		q.DeadlineAt = time.Time{} // it runs anyway, as soon as it can

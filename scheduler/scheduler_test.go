@@ -55,6 +55,8 @@ type rigOpt struct {
 	arbitrage scheduler.Arbitrage
 	// leaseTTL is the bus's lease TTL (default 1s).
 	leaseTTL time.Duration
+	// faults are launch errors the cloud injects (nil: none).
+	faults *sim.Faults
 	// log replaces the test logger of the bus and the scheduler (a fuzz
 	// target's runs would pile warnings up in its log).
 	log *zap.Logger
@@ -96,7 +98,7 @@ func newRig(t testing.TB, o rigOpt) *rig {
 		regions = []string{"us-east-1"}
 	}
 	cloud, err = sim.New(ctx, sim.Options{Catalog: cat, Clock: clk, Seed: 7, Store: bus.SimStore(), Providers: []string{"aws"}, Regions: regions,
-		Interruptions: &sim.Interruptions{}, Runner: runner})
+		Interruptions: &sim.Interruptions{}, Runner: runner, Faults: o.faults})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -492,9 +492,15 @@ func TestChartDefaultInstall(t *testing.T) {
 	if len(srv.Ports) != 1 || srv.Ports[0].Name != "http" || !strings.HasSuffix(addr, fmt.Sprintf(":%d", srv.Ports[0].ContainerPort)) {
 		t.Errorf("the server listens on %s, the container port is %+v", addr, srv.Ports)
 	}
-	for name, p := range map[string]*probe{"liveness": srv.LivenessProbe, "readiness": srv.ReadinessProbe, "startup": srv.StartupProbe} {
-		if p == nil || p.HTTPGet == nil || p.HTTPGet.Port != "http" || p.HTTPGet.Path != "/healthz" {
-			t.Errorf("%s probe: %+v, want GET /healthz on port http", name, p)
+	// Liveness asks nothing of NATS (an outage must not restart the
+	// servers); readiness does.
+	for _, pr := range []struct {
+		name string
+		p    *probe
+		path string
+	}{{"liveness", srv.LivenessProbe, "/livez"}, {"readiness", srv.ReadinessProbe, "/readyz"}, {"startup", srv.StartupProbe, "/livez"}} {
+		if p := pr.p; p == nil || p.HTTPGet == nil || p.HTTPGet.Port != "http" || p.HTTPGet.Path != pr.path {
+			t.Errorf("%s probe: %+v, want GET %s on port http", pr.name, p, pr.path)
 		}
 	}
 	svc := spec[struct {

@@ -198,8 +198,24 @@ func simulatedProviders(cat *catalog.Catalog, cfg Config) []string {
 // defaultPolicy is the deadline policy the scheduler uses.
 func defaultPolicy() bidding.Policy { return bidding.Spotwise{} }
 
-// WithWallClock sets the clock tokens expire by (tests; default the real
-// clock: tokens expire in real time, not in the simulated cloud's).
+// WithWallClock sets the clock tokens expire by and alerts are dated by
+// (tests; default the real clock: tokens expire, and Alertmanager's
+// alerts start and end, in real time, not in the simulated cloud's).
 func WithWallClock(c clock.Clock) Option {
 	return func(s *Server) { s.wallClock = c }
+}
+
+// wall is the wall clock (tokens' expiry, alert times), whatever the
+// simulated cloud's speed.
+func (s *Server) wall() clock.Clock {
+	if s.wallClock == nil {
+		return clock.Real{}
+	}
+	return s.wallClock
+}
+
+// WithVersion sets the version spotwise_build_info reports (the
+// binary's; default the module's, from the build information).
+func WithVersion(v string) Option {
+	return func(s *Server) { s.version = v }
 }

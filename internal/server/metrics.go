@@ -1,10 +1,77 @@
 package server
 
 import (
+	"context"
+	"runtime"
+	"runtime/debug"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/spotwise/spotwise/events"
 )
+
+// registry is what GET /metrics exports: the Go runtime and process, the
+// scheduler's counters (shared by every term this server holds), the
+// bus's drops, the build, and this server's role and readiness. The
+// alert notifier adds its own.
+func (s *Server) registry() (*prometheus.Registry, error) {
+	reg := prometheus.NewRegistry()
+	bus := s.bus
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "spotwise", Name: "garbled_events_total", Help: "Events dropped because they could not be decoded."},
+			func() float64 { return float64(bus.Garbled()) }),
+		newDroppedEvents(bus),
+		buildInfo(s.version),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "spotwise", Subsystem: "scheduler", Name: "leader",
+			Help: "1 while this server holds the scheduler lease and schedules, 0 on standby."},
+			func() float64 { return b2f(s.role() == RoleLeader) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "spotwise", Name: "ready",
+			Help: "1 when every readiness check of GET /readyz passes (NATS connected, the job bucket and streams answer, the scheduler role known), 0 otherwise."},
+			func() float64 { return b2f(s.Readiness(context.Background()).Ready()) }),
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.metrics.Register(reg); err != nil {
+		return nil, err
+	}
+	return reg, nil
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// buildInfo is spotwise_build_info: 1, labelled with the binary's
+// version (the one it was built with, else the module's), the Go version
+// and the VCS revision it was built from.
+func buildInfo(version string) prometheus.Collector {
+	revision := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if version == "" {
+			version = bi.Main.Version
+		}
+		for _, st := range bi.Settings {
+			if st.Key == "vcs.revision" {
+				revision = st.Value
+			}
+		}
+	}
+	if version == "" {
+		version = "unknown"
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "spotwise", Name: "build_info",
+		Help:        "1, labelled with the build: spotwise's version, the Go version and the VCS revision.",
+		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version(), "revision": revision}})
+	g.Set(1)
+	return g
+}
 
 // droppedEvents exports the bus's count of messages its consumers ended
 // for good, one series per consumer and reason (garbled, refused,

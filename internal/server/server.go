@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nuid"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
@@ -59,6 +57,8 @@ type Server struct {
 	tokens      *auth.Tokens
 	opToken     string
 	wallClock   clock.Clock // tokens' expiry; nil: the real clock
+	node        string      // this server's name for the scheduler lease
+	version     string      // of the binary, for spotwise_build_info
 }
 
 // Start brings a server up and returns once it accepts requests.
@@ -119,6 +119,7 @@ func (s *Server) start(ctx, rctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.node = holder
 	s.log.Info("standing for the scheduler lease", zap.String("node", holder))
 	s.lease = bus.Lease("scheduler", holder)
 	s.metrics = &scheduler.Metrics{}
@@ -126,17 +127,15 @@ func (s *Server) start(ctx, rctx context.Context) error {
 		return s.lease.RunElected(ctx, bus.LeaseTTL(), s.log, s.lead)
 	})
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if err := s.metrics.Register(reg); err != nil {
+	reg, err := s.registry()
+	if err != nil {
 		return err
 	}
-	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "spotwise", Name: "garbled_events_total", Help: "Events dropped because they could not be decoded."}, func() float64 { return float64(bus.Garbled()) }))
-	reg.MustRegister(newDroppedEvents(bus))
 	if len(cfg.Alerts.Webhooks) > 0 {
-		// Rate limits count real time, so the notifier keeps the real
-		// clock; it runs on every server, sharing one durable.
-		n, err := alerts.New(cfg.Alerts, bus, s.log.Named("alerts"))
+		// Rate limits and Alertmanager's startsAt and endsAt are real
+		// time, so the notifier keeps the wall clock (not the simulated
+		// one); it runs on every server, sharing one durable.
+		n, err := alerts.New(cfg.Alerts, bus, s.log.Named("alerts"), alerts.WithClock(s.wall()))
 		if err != nil {
 			return fmt.Errorf("alerts: %w", err)
 		}
@@ -151,6 +150,10 @@ func (s *Server) start(ctx, rctx context.Context) error {
 		"GET /v1/instances": s.api.Require(auth.Observe, http.HandlerFunc(s.instances)),
 		"/v1/sim/":          s.api.Require(auth.Operate, http.HandlerFunc(s.simHTTP)),
 		"GET " + web.Prefix: web.Handler(),
+		// Open, like /healthz: probes carry no token, and these say
+		// nothing but whether the server works.
+		"GET /livez":  http.HandlerFunc(s.livez),
+		"GET /readyz": http.HandlerFunc(s.readyz),
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -600,10 +603,7 @@ func putAnchor(ctx context.Context, bus *events.Bus, a clock.Anchor) error {
 // (writing it where the configuration says) and returns the
 // authenticator of the API.
 func (s *Server) openAuth(ctx context.Context) (*auth.Authenticator, error) {
-	wall := s.wallClock
-	if wall == nil {
-		wall = clock.Real{}
-	}
+	wall := s.wall()
 	tokens, err := auth.OpenTokens(ctx, s.bus.TokenStore(), wall)
 	if err != nil {
 		return nil, err
