@@ -28,6 +28,9 @@ type index struct {
 	deleted func(id string)
 	// recs, when set, is kept current with every change.
 	recs *records
+	// changed, when set, is told of every change applied (nil: the job
+	// was deleted), with the index's lock held.
+	changed func(id string, r *job.Record)
 }
 
 type entry struct {
@@ -100,6 +103,9 @@ func (ix *index) apply(c events.JobChange) {
 	}
 	if ix.recs != nil {
 		ix.recs.changed(c.ID, c.Record, c.Revision)
+	}
+	if ix.changed != nil {
+		ix.changed(c.ID, c.Record)
 	}
 	if c.Record == nil {
 		if !ok {
@@ -235,4 +241,31 @@ func idTime(id string) (time.Time, bool) {
 		v = v<<5 | uint64(d)
 	}
 	return time.UnixMilli(int64(v)), true
+}
+
+// teamOf is a job's team, if the index knows the job.
+func (ix *index) teamOf(id string) (string, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	e, ok := ix.byID[id]
+	if !ok || e.deleted {
+		return "", false
+	}
+	return e.sum.Team, true
+}
+
+// summary is a job as a listing shows it now, if the index knows it.
+func (ix *index) summary(id string, now time.Time) (Summary, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	e, ok := ix.byID[id]
+	if !ok || e.deleted {
+		return Summary{}, false
+	}
+	s := e.sum
+	s.CostUSD = e.endedCost
+	if !e.launchedAt.IsZero() && now.After(e.launchedAt) {
+		s.CostUSD += e.hourly.ForDuration(now.Sub(e.launchedAt))
+	}
+	return s, true
 }

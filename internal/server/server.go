@@ -157,6 +157,9 @@ func (s *Server) start(ctx, rctx context.Context) error {
 	s.httpAddr = ln.Addr()
 	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	// Event streams outlive WriteTimeout (each write sets its own
+	// deadline) and would hold Shutdown up: end them first.
+	s.http.RegisterOnShutdown(s.api.CloseStreams)
 	tlsOn := cfg.HTTPTLS.CertFile != ""
 	if !tlsOn && !isLoopback(s.httpAddr) {
 		s.log.Warn("the API listens beyond loopback without TLS: tokens cross the network in the clear; give --tls-cert and --tls-key (or put a TLS proxy in front)",
