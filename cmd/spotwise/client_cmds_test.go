@@ -331,8 +331,8 @@ func TestSubmitWaitsForEveryDocument(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("submit --wait did not return once both jobs ended")
 	}
-	if run.err != nil {
-		t.Fatalf("submit --wait: %v\n%s", run.err, run.stderr)
+	if code := exitCode(run.err); code != exitCancelled {
+		t.Fatalf("submit --wait of two cancelled jobs: exit %d (%v), want %d\n%s", code, run.err, exitCancelled, run.stderr)
 	}
 	for i, name := range []string{"bert", "t5"} {
 		if want := fmt.Sprintf("%s[%d]: submitted j-ID (%s): cancelled", path, i+1, name); !slices.Contains(lines(run.stdout), want) {

@@ -153,7 +153,12 @@ func newLogger(c server.LogConfig) (*zap.Logger, error) {
 	if c.Format == "console" {
 		zc = zap.NewDevelopmentConfig()
 		zc.DisableStacktrace = true
-		zc.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		zc.EncoderConfig.EncodeLevel = zapcore.CapitalLevelEncoder
+		// Colour only on a terminal, and never with NO_COLOR set: a log
+		// redirected to a file must not fill with escape codes.
+		if colorOn(os.Stderr) {
+			zc.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		}
 	}
 	zc.Level = zap.NewAtomicLevelAt(level)
 	return zc.Build()

@@ -149,6 +149,7 @@ func (s *Server) start(ctx, rctx context.Context) error {
 		"GET /v1/status":    s.api.Require(auth.Observe, http.HandlerFunc(s.status)),
 		"GET /v1/instances": s.api.Require(auth.Observe, http.HandlerFunc(s.instances)),
 		"/v1/sim/":          s.api.Require(auth.Operate, http.HandlerFunc(s.simHTTP)),
+		"POST /v1/quote":    http.HandlerFunc(s.quoteHTTP),
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
