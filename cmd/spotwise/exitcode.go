@@ -13,7 +13,7 @@ import (
 // they followed succeeded; the README lists these.
 const (
 	exitOK          = 0
-	exitGeneric       = 1 // bad flags, a refused spec, an error the server answered
+	exitGeneric     = 1 // bad flags, a refused spec, an error the server answered
 	exitFailed      = 2 // a job failed
 	exitCancelled   = 3 // a job was cancelled
 	exitExpired     = 4 // a job expired (its deadline passed before it could finish)

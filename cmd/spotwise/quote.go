@@ -12,8 +12,8 @@ import (
 
 	"github.com/spotwise/spotwise/bidding"
 	"github.com/spotwise/spotwise/clock"
-	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/internal/server"
+	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/providers/catalog"
 	"github.com/spotwise/spotwise/providers/sim"
