@@ -75,6 +75,7 @@ type hub struct {
 	svc  *Service
 	opts StreamOptions
 
+	startMu sync.Mutex // held while the shared consumer starts
 	mu      sync.Mutex
 	life    context.Context // the service's; set by Start
 	stop    func()          // the consumer's; nil until the first stream
@@ -134,7 +135,10 @@ func (h *hub) setLife(ctx context.Context) {
 
 // add registers a stream; the shared consumer is running when it returns,
 // so every event stored from then on reaches the stream.
-func (h *hub) add(ctx context.Context, w *watcher) error {
+func (h *hub) add(w *watcher) error {
+	if err := h.ensureConsumer(); err != nil {
+		return err
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -143,21 +147,43 @@ func (h *hub) add(ctx context.Context, w *watcher) error {
 	case h.open >= h.opts.Max:
 		return errTooManyStreams
 	}
-	if h.stop == nil {
-		life := h.life
-		if life == nil {
-			life = context.Background()
-		}
-		stop, err := h.svc.bus.FollowJobEvents(life, h.deliver)
-		if err != nil {
-			return err
-		}
-		h.stop = stop
-	}
 	w.ch = make(chan watchItem, h.opts.Buffer)
 	w.gone = make(chan struct{})
 	h.subs[w] = struct{}{}
 	h.open++
+	return nil
+}
+
+// ensureConsumer starts the shared consumer if it does not run. It is
+// created without h.mu held: the index waits on h.mu (recordChanged)
+// with its own lock held, and must not wait on NATS.
+func (h *hub) ensureConsumer() error {
+	h.startMu.Lock()
+	defer h.startMu.Unlock()
+	h.mu.Lock()
+	running, closing, life := h.stop != nil, h.closing, h.life
+	h.mu.Unlock()
+	switch {
+	case closing:
+		return errHubClosed
+	case running:
+		return nil
+	}
+	if life == nil {
+		life = context.Background()
+	}
+	stop, err := h.svc.bus.FollowJobEvents(life, h.deliver)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closing {
+		// Closed meanwhile: Close found no consumer to stop.
+		go stop()
+		return errHubClosed
+	}
+	h.stop = stop
 	return nil
 }
 

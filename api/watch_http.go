@@ -314,7 +314,7 @@ func (s *Service) eventsHTTP(w http.ResponseWriter, r *http.Request) {
 
 // openStream registers a stream with the hub, or answers why it cannot.
 func (s *Service) openStream(w http.ResponseWriter, wt *watcher) bool {
-	err := s.hub.add(context.Background(), wt)
+	err := s.hub.add(wt)
 	switch {
 	case err == nil:
 		return true

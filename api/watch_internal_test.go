@@ -18,7 +18,7 @@ func TestHubDropsASlowClientWithoutStallingOthers(t *testing.T) {
 	svc := NewService(bus, nil, clk, nil).WithStreams(StreamOptions{Buffer: 4})
 	slow, quick := &watcher{}, &watcher{}
 	for _, w := range []*watcher{slow, quick} {
-		if err := svc.hub.add(t.Context(), w); err != nil {
+		if err := svc.hub.add(w); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -137,6 +137,7 @@ func newSimActionCmd(action, short string) *cobra.Command {
 	}
 	cf.register(cmd)
 	cmd.Flags().StringVar(&req.Job, "job", "", "a job ID: all its live instances")
+	_ = cmd.RegisterFlagCompletionFunc("job", completeJobIDs(&cf, true))
 	cmd.Flags().StringVar(&req.Instance, "instance", "", "one instance ID")
 	if action == "preempt" {
 		cmd.Flags().StringVar(&req.Zone, "zone", "", "every spot instance of a zone at once (a storm)")
