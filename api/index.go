@@ -211,12 +211,7 @@ func (ix *index) list(q Query, now time.Time) (list JobList, ok bool) {
 			out.Next = out.Jobs[len(out.Jobs)-1].ID
 			break
 		}
-		s := e.sum
-		s.CostUSD = e.endedCost
-		if !e.launchedAt.IsZero() && now.After(e.launchedAt) {
-			s.CostUSD += e.hourly.ForDuration(now.Sub(e.launchedAt))
-		}
-		out.Jobs = append(out.Jobs, s)
+		out.Jobs = append(out.Jobs, e.summaryAt(now))
 	}
 	return out, true
 }
@@ -262,10 +257,15 @@ func (ix *index) summary(id string, now time.Time) (Summary, bool) {
 	if !ok || e.deleted {
 		return Summary{}, false
 	}
+	return e.summaryAt(now), true
+}
+
+// summaryAt is the entry's summary with its cost as of now.
+func (e *entry) summaryAt(now time.Time) Summary {
 	s := e.sum
 	s.CostUSD = e.endedCost
 	if !e.launchedAt.IsZero() && now.After(e.launchedAt) {
 		s.CostUSD += e.hourly.ForDuration(now.Sub(e.launchedAt))
 	}
-	return s, true
+	return s
 }

@@ -40,6 +40,10 @@ type StreamOptions struct {
 	// EndGrace is how long a job's stream waits, once the job's record is
 	// finished, for the history event that says so (0: 2 s).
 	EndGrace time.Duration
+	// ResumeLimit is how many missed events a resumed GET /v1/events
+	// sends, the newest (0: 1000); a "gap" event says how many more it
+	// missed.
+	ResumeLimit int
 }
 
 // WithStreams sets the event streams' limits.
@@ -63,6 +67,9 @@ func (o StreamOptions) withDefaults() StreamOptions {
 	}
 	if o.EndGrace <= 0 {
 		o.EndGrace = 2 * time.Second
+	}
+	if o.ResumeLimit <= 0 {
+		o.ResumeLimit = 1000
 	}
 	return o
 }

@@ -23,10 +23,6 @@ import (
 // server has as many open as it keeps.
 const CodeTooManyStreams = "too_many_streams"
 
-// resumeLimit is how many missed events a resumed GET /v1/events sends;
-// beyond it the client is told how many it missed (a "gap" event).
-const resumeLimit = 1000
-
 // StreamJob is a job as each streamed event shows it: its state, cost and
 // progress as the server knew them when it sent the event.
 type StreamJob struct {
@@ -74,6 +70,12 @@ func (s *Service) jobEventsHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
+	for k := range r.URL.Query() {
+		if k != "last_event_id" {
+			writeError(w, errBadRequest("unknown parameter %q (last_event_id)", k))
+			return
+		}
+	}
 	after, aerr := lastEventID(r)
 	if aerr != nil {
 		writeError(w, aerr)
@@ -245,7 +247,7 @@ func (s *Service) eventsHTTP(w http.ResponseWriter, r *http.Request) {
 	var missed []events.HistoryEntry
 	skipped := 0
 	if after > 0 {
-		if missed, skipped, err = s.bus.JobEventsAfter(ctx, after, resumeLimit); err != nil {
+		if missed, skipped, err = s.bus.JobEventsAfter(ctx, after, s.hub.opts.ResumeLimit); err != nil {
 			writeError(w, errUnavailable(err))
 			return
 		}

@@ -291,6 +291,34 @@ func TestWatchEventsOnlyShowsTheCallersTeams(t *testing.T) {
 	}
 }
 
+// A client away for longer than a resume covers gets the newest events,
+// told how many it missed before them.
+func TestWatchEventsResumeSaysWhatItSkipped(t *testing.T) {
+	e := newEnv(t)
+	e.svc.WithStreams(api.StreamOptions{ResumeLimit: 2})
+	id := e.submit(spec())
+	s := e.open("/v1/events", e.client.Token)
+	e.publish(id, job.KindPending, job.Queued)
+	seen := s.next()
+	s.cancel()
+	for _, k := range []string{job.KindPlacing, job.KindLaunched, job.KindRunning, job.KindProgress} {
+		state := job.Running
+		if k == job.KindPlacing || k == job.KindLaunched {
+			state = job.Placing
+		}
+		e.publish(id, k, state)
+	}
+	s = e.open("/v1/events", e.client.Token, "Last-Event-ID", seen.id)
+	gap := s.next()
+	var g api.StreamGap
+	if gap.name != "gap" || json.Unmarshal(gap.data, &g) != nil || g.Missed != 2 {
+		t.Fatalf("first event %s %s, want a gap of 2", gap.name, gap.data)
+	}
+	if got := jobKinds(t, s.next(), s.next()); !slices.Equal(got, []string{job.KindRunning, job.KindProgress}) {
+		t.Errorf("after the gap: %v", got)
+	}
+}
+
 func TestWatchRefusesBadRequests(t *testing.T) {
 	e := newEnv(t)
 	id := e.submit(spec())
@@ -306,6 +334,7 @@ func TestWatchRefusesBadRequests(t *testing.T) {
 		{"/v1/events", map[string]string{"Last-Event-ID": "yesterday"}, 400, "not an event id"},
 		{"/v1/jobs/" + id + "/events", map[string]string{"Last-Event-ID": "-3"}, 400, "not an event id"},
 		{"/v1/jobs/j-nope/events", nil, 404, "no job"},
+		{"/v1/jobs/" + id + "/events?from=3", nil, 400, `unknown parameter "from"`},
 		{"/v1/events", map[string]string{"Authorization": ""}, 401, ""},
 	} {
 		res := e.do("GET", c.path, nil, c.header)
