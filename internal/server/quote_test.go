@@ -45,13 +45,18 @@ func TestQuoteIsWhatTheServerThenDoes(t *testing.T) {
 		`{"name": "quoted", "team": "nlp", "command": ["python", "train.py"], "resources": {"gpus_per_node": 1}, "work": "20h on T4", "purchase": "spot"}`,
 		`{"name": "quoted-od", "team": "nlp", "command": ["python", "train.py"], "resources": {"gpus_per_node": 8, "nodes": 2}, "work": "400h on V100", "purchase": "on-demand"}`,
 	} {
+		offers, err := s.Cloud().Offers(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
 		var rep QuoteReport
-		// The first feed update may still be on its way at start.
+		// The feeds bring the book region by region at start: quote once
+		// the scheduler's book holds every offer of the cloud.
 		testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 			rep = QuoteReport{}
 			post(t, s, "/v1/quote", "application/json", []byte(spec), &rep)
-			if rep.Decision.Offer == "" {
-				return fmt.Errorf("the quote places the job nowhere (%d offers, pending %v)", rep.Book.Offers, rep.Decision.Pending)
+			if rep.Book.Offers != len(offers) || rep.Decision.Offer == "" {
+				return fmt.Errorf("the quote's book has %d of %d offers (decision %q, pending %v)", rep.Book.Offers, len(offers), rep.Decision.Offer, rep.Decision.Pending)
 			}
 			return nil
 		})
