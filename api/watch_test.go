@@ -319,6 +319,28 @@ func TestWatchEventsResumeSaysWhatItSkipped(t *testing.T) {
 	}
 }
 
+// A garbled entry in a job's history is skipped, live and on a resume:
+// the stream goes on with the next good one.
+func TestWatchSkipsGarbledEvents(t *testing.T) {
+	e := newEnv(t)
+	id := e.submit(spec())
+	s := e.open("/v1/jobs/"+id+"/events", e.client.Token)
+	queued := s.next()
+	for _, raw := range []string{`{"v":1,"id":"x","type":`, `{"v":1,"id":"y","type":"job.submitted","time":"2031-03-14T09:00:00Z","data":{}}`} {
+		if err := e.bus.PublishRaw(t.Context(), events.JobEventsSubject(id), []byte(raw)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.publish(id, job.KindPlacing, job.Placing)
+	if got := s.next().job(t).Kind; got != job.KindPlacing {
+		t.Fatalf("after garbled entries: %s", got)
+	}
+	resumed := e.open("/v1/jobs/"+id+"/events", e.client.Token, "Last-Event-ID", queued.id)
+	if got := resumed.next().job(t).Kind; got != job.KindPlacing {
+		t.Fatalf("resumed over garbled entries: %s", got)
+	}
+}
+
 func TestWatchRefusesBadRequests(t *testing.T) {
 	e := newEnv(t)
 	id := e.submit(spec())

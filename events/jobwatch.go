@@ -8,13 +8,17 @@ import (
 	"go.uber.org/zap"
 )
 
+// jobEventsReader names FollowJobEvents' reader in readings and drops.
+const jobEventsReader = "job events"
+
 // FollowJobEvents hands fn every job history event stored after the call
 // returns, each with its stream sequence (the same numbers JobHistoryAfter
 // reads by, so a live event and a history read can be told apart and
 // joined without a gap), from one ordered consumer over every job's
 // history, until ctx ends or stop is called (stop returns once fn no
 // longer runs). fn runs on one goroutine, in stream order, and must not
-// block. Garbled entries are skipped, as history reads skip them.
+// block. Garbled entries are skipped (and counted as dropped), as history
+// reads skip them.
 func (b *Bus) FollowJobEvents(ctx context.Context, fn func(HistoryEntry)) (stop func(), err error) {
 	st, err := b.js.Stream(ctx, StreamJobs)
 	if err != nil {
@@ -37,13 +41,17 @@ func (b *Bus) FollowJobEvents(ctx context.Context, fn func(HistoryEntry)) (stop 
 		if err != nil {
 			return
 		}
+		// What cannot be shown is counted and skipped, never deleted: the
+		// history is not this reader's to change.
 		env, p, err := Decode(msg.Data())
 		if err != nil {
+			b.drop(jobEventsReader, "garbled")
 			b.log.Debug("skipping a garbled job event", zap.String("subject", msg.Subject()), zap.Error(err))
 			return
 		}
 		ev, ok := p.(*JobEvent)
 		if !ok {
+			b.drop(jobEventsReader, "refused")
 			return
 		}
 		fn(HistoryEntry{Seq: meta.Sequence.Stream, Envelope: env, Event: ev})
@@ -52,7 +60,7 @@ func (b *Bus) FollowJobEvents(ctx context.Context, fn func(HistoryEntry)) (stop 
 		cancel()
 		return nil, fmt.Errorf("following job events: %w", err)
 	}
-	return inflight.stopper(cctx, b.reading(Reading{Kind: "follow", Name: "job events", Stream: StreamJobs, Subjects: []string{AllJobEvents}}, cancel), cc.Stop), nil
+	return inflight.stopper(cctx, b.reading(Reading{Kind: "follow", Name: jobEventsReader, Stream: StreamJobs, Subjects: []string{AllJobEvents}}, cancel), cc.Stop), nil
 }
 
 // JobEventsAfter reads the events of every job stored after sequence
