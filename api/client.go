@@ -132,7 +132,7 @@ func (c *Client) do(req *http.Request, into any) (int, error) {
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("cannot reach the spotwise server at %s (is `spotwise server` running? set --server or SPOTWISE_SERVER): %w", c.Base, err)
+		return 0, fmt.Errorf("%w at %s (is `spotwise server` running? set --server or SPOTWISE_SERVER): %w", ErrUnreachable, c.Base, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))

@@ -37,7 +37,7 @@ func TestHTTPGetJob(t *testing.T) {
 		{"escaped slash in id", http.MethodGet, "/v1/jobs/j-abc%2Fdef", http.StatusNotFound, api.CodeNotFound, ""},
 		{"subject wildcard id", http.MethodGet, "/v1/jobs/j-%3E", http.StatusNotFound, api.CodeNotFound, ""},
 		{"over-long id", http.MethodGet, "/v1/jobs/j-" + strings.Repeat("0", 100), http.StatusNotFound, api.CodeNotFound, ""},
-		{"trailing path", http.MethodGet, "/v1/jobs/" + id + "/events", http.StatusNotFound, api.CodeNotFound, ""},
+		{"trailing path", http.MethodGet, "/v1/jobs/" + id + "/history", http.StatusNotFound, api.CodeNotFound, ""},
 		{"unknown path", http.MethodGet, "/v2/jobs", http.StatusNotFound, api.CodeNotFound, ""},
 		{"root, not read", http.MethodPost, "/", http.StatusNotFound, api.CodeNotFound, ""},
 		{"PUT a job", http.MethodPut, "/v1/jobs/" + id, http.StatusMethodNotAllowed, api.CodeMethod, "GET, DELETE"},

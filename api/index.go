@@ -28,6 +28,9 @@ type index struct {
 	deleted func(id string)
 	// recs, when set, is kept current with every change.
 	recs *records
+	// changed, when set, is told of every change applied (nil: the job
+	// was deleted), with the index's lock held.
+	changed func(id string, r *job.Record)
 }
 
 type entry struct {
@@ -102,6 +105,9 @@ func (ix *index) apply(c events.JobChange) {
 	}
 	if ix.recs != nil {
 		ix.recs.changed(c.ID, c.Record, c.Revision)
+	}
+	if ix.changed != nil {
+		ix.changed(c.ID, c.Record)
 	}
 	if c.Record == nil {
 		if !ok {
@@ -220,12 +226,7 @@ func (ix *index) list(q Query, now time.Time) (list JobList, ok bool) {
 			out.Next = out.Jobs[len(out.Jobs)-1].ID
 			break
 		}
-		s := e.sum
-		s.CostUSD = e.endedCost
-		if !e.launchedAt.IsZero() && now.After(e.launchedAt) {
-			s.CostUSD += e.hourly.ForDuration(now.Sub(e.launchedAt))
-		}
-		out.Jobs = append(out.Jobs, s)
+		out.Jobs = append(out.Jobs, e.summaryAt(now))
 	}
 	return out, true
 }
@@ -250,4 +251,36 @@ func idTime(id string) (time.Time, bool) {
 		v = v<<5 | uint64(d)
 	}
 	return time.UnixMilli(int64(v)), true
+}
+
+// teamOf is a job's team, if the index knows the job.
+func (ix *index) teamOf(id string) (string, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	e, ok := ix.byID[id]
+	if !ok || e.deleted {
+		return "", false
+	}
+	return e.sum.Team, true
+}
+
+// summary is a job as a listing shows it now, if the index knows it.
+func (ix *index) summary(id string, now time.Time) (Summary, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	e, ok := ix.byID[id]
+	if !ok || e.deleted {
+		return Summary{}, false
+	}
+	return e.summaryAt(now), true
+}
+
+// summaryAt is the entry's summary with its cost as of now.
+func (e *entry) summaryAt(now time.Time) Summary {
+	s := e.sum
+	s.CostUSD = e.endedCost
+	if !e.launchedAt.IsZero() && now.After(e.launchedAt) {
+		s.CostUSD += e.hourly.ForDuration(now.Sub(e.launchedAt))
+	}
+	return s
 }

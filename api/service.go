@@ -26,6 +26,7 @@ type Service struct {
 	ix    *index
 	hist  *histories
 	authn *auth.Authenticator
+	hub   *hub
 	// market is the price feed's offers, for the dashboard.
 	market *market
 }
@@ -40,12 +41,15 @@ func NewService(bus *events.Bus, vocab job.Vocabulary, clk clock.Clock, log *zap
 	s.ix.deleted = s.hist.forget
 	s.ix.recs = newRecords(16 << 10)
 	s.market = newMarket()
+	s.hub = newHub(s)
+	s.ix.changed = s.hub.recordChanged
 	return s
 }
 
 // Start begins keeping the listing index; it returns once the index holds
 // every stored job.
 func (s *Service) Start(ctx context.Context) error {
+	s.hub.setLife(ctx)
 	if err := s.ix.start(ctx, s.jobs); err != nil {
 		return err
 	}

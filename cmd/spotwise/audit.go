@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -30,8 +29,8 @@ everything. The records are also published on spotwise.audit.<team>.<action>.`,
 			if err != nil {
 				return err
 			}
-			if cf.output == "json" {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(l)
+			if structured(cf.output) {
+				return writeData(cmd.OutOrStdout(), cf.output, l)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "TIME\tACTION\tTARGET\tTEAM\tWHO\tFROM\tOUTCOME")

@@ -29,7 +29,13 @@ func newSubmitCmd() *cobra.Command {
 A YAML file of several documents (separated by ---) is split: each document
 is submitted as its own job and reported as FILE[N], N counting the file's
 specs from 1. Every spec is tried; if any is refused, the command says which
-and why, and exits non-zero.`,
+and why, and exits non-zero.
+
+With --wait it follows each job's event stream until the job ends (taking
+a dropped connection up again where it left off) and prints the finished
+job. The exit code says how they ended: 0 all succeeded, 2 one failed,
+3 one was cancelled, 4 one expired (the worst wins, in that order),
+5 the server could not be reached or was lost, 1 any other error.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client()
@@ -57,7 +63,7 @@ and why, and exits non-zero.`,
 	cf.register(cmd)
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "retrying with the same key returns the job the first submission created; "+
 		"the Nth spec of a file of several documents gets key <key>-N")
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the jobs finish")
+	cmd.Flags().BoolVar(&wait, "wait", false, "follow the jobs until they end; exit 0 only if all succeeded (2 failed, 3 cancelled, 4 expired, 5 server lost)")
 	return cmd
 }
 
@@ -114,9 +120,14 @@ func submitAll(cmd *cobra.Command, c *api.Client, output string, wait bool, spec
 	}
 	var done []submitted
 	refused := 0
+	printed := 0
 	report := func(s submitted) error {
-		if output == "json" {
-			return writeJSON(out, s.v)
+		if structured(output) {
+			if output == "yaml" && printed > 0 {
+				fmt.Fprintln(out, "---")
+			}
+			printed++
+			return writeData(out, output, s.v)
 		}
 		verb := "submitted"
 		if !s.created {
@@ -125,7 +136,8 @@ func submitAll(cmd *cobra.Command, c *api.Client, output string, wait bool, spec
 		if s.spec.doc {
 			verb = s.spec.label + ": " + verb
 		}
-		fmt.Fprintf(out, "%s %s (%s): %s\n", verb, s.v.ID, s.v.Name, s.v.State)
+		pal := paletteFor(out)
+		fmt.Fprintf(out, "%s %s (%s): %s\n", verb, s.v.ID, s.v.Name, pal.state(s.v.State))
 		if wait {
 			printJob(out, s.v)
 		}
@@ -153,22 +165,27 @@ func submitAll(cmd *cobra.Command, c *api.Client, output string, wait bool, spec
 			return err
 		}
 	}
+	ended := map[string]job.State{}
+	var order []string
 	for _, s := range done {
-		var err error
-		if s.v, err = waitDone(cmd, c, s.v.ID); err != nil {
+		v, state, err := waitJob(cmd, c, s.v)
+		if err != nil {
 			return err
 		}
+		s.v = v
+		ended[v.ID] = state
+		order = append(order, v.ID)
 		if err := report(s); err != nil {
 			return err
 		}
 	}
-	if output == "table" && !wait && refused < len(specs) {
+	if !structured(output) && !wait && refused < len(specs) {
 		fmt.Fprintln(out, "follow it with: spotwise jobs   or   spotwise job <id>")
 	}
 	if refused > 0 {
 		return fmt.Errorf("%d of %d job specs refused", refused, len(specs))
 	}
-	return nil
+	return outcomeError(ended, order)
 }
 
 // refusal says in one line why the server refused a spec.
@@ -210,31 +227,15 @@ func readSpec(stdin io.Reader, path string) ([]byte, string, error) {
 	return data, ctype, nil
 }
 
-func waitDone(cmd *cobra.Command, c *api.Client, id string) (*api.JobView, error) {
-	for {
-		v, err := c.Get(cmd.Context(), id)
-		if err != nil {
-			return nil, err
-		}
-		if v.State.Terminal() {
-			return v, nil
-		}
-		select {
-		case <-cmd.Context().Done():
-			return v, cmd.Context().Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
 func newJobsCmd() *cobra.Command {
 	var cf clientFlags
 	var states []string
 	var team, name string
 	var limit int
+	var watch bool
 	cmd := &cobra.Command{
 		Use:   "jobs",
-		Short: "List jobs, newest first, with placement and cost",
+		Short: "List jobs, newest first, with placement and cost (--watch: then a line per change)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := cf.client()
@@ -243,50 +244,81 @@ func newJobsCmd() *cobra.Command {
 			}
 			q := api.Query{Team: team, Name: name}
 			for _, s := range states {
-				q.States = append(q.States, job.State(strings.ToLower(s)))
+				st := job.State(strings.ToLower(s))
+				if !st.Valid() {
+					return fmt.Errorf("--state: unknown state %q (%s)", s, stateNames())
+				}
+				q.States = append(q.States, st)
+			}
+			out := cmd.OutOrStdout()
+			if watch {
+				if !structured(cf.output) {
+					jobs, err := c.ListAll(cmd.Context(), q, limit)
+					if err != nil {
+						return err
+					}
+					printJobs(out, jobs, cf.output == "wide")
+				}
+				return watchJobs(cmd, c, q, cf.output)
 			}
 			jobs, err := c.ListAll(cmd.Context(), q, limit)
 			if err != nil {
 				return err
 			}
-			if cf.output == "json" {
-				return writeJSON(cmd.OutOrStdout(), jobs)
+			if structured(cf.output) {
+				return writeData(out, cf.output, jobs)
 			}
-			printJobs(cmd.OutOrStdout(), jobs)
+			printJobs(out, jobs, cf.output == "wide")
 			return nil
 		},
 	}
 	cf.register(cmd)
-	cmd.Flags().StringSliceVar(&states, "state", nil, "only jobs in these states (queued, running, ...)")
+	cmd.Flags().StringSliceVar(&states, "state", nil, "only jobs in these states ("+stateNames()+")")
 	cmd.Flags().StringVar(&team, "team", "", "only this team's jobs")
 	cmd.Flags().StringVar(&name, "name", "", "only jobs whose name contains this")
 	cmd.Flags().IntVar(&limit, "limit", 200, "at most this many jobs (0 = all)")
+	cmd.Flags().BoolVar(&watch, "watch", false, "after the listing, print a line for each event of the jobs until interrupted (-o json|yaml: the events only, one document each)")
+	_ = cmd.RegisterFlagCompletionFunc("state", completeStates)
 	return cmd
 }
 
 func newJobCmd() *cobra.Command {
 	var cf clientFlags
+	var watch bool
 	cmd := &cobra.Command{
 		Use:   "job ID",
-		Short: "Show a job: state, placement, cost, history and why it is pending",
-		Args:  cobra.ExactArgs(1),
+		Short: "Show a job: state, placement, cost, history and why it is pending (--watch: follow it to its end)",
+		Long: `Show a job: state, placement, cost, history and why it is pending.
+
+With --watch, print each of its events as it happens (its history first)
+and exit when it ends, with the exit codes of submit --wait: 0 succeeded,
+2 failed, 3 cancelled, 4 expired, 5 the server was lost.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeJobIDs(&cf, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client()
 			if err != nil {
 				return err
 			}
+			if watch {
+				return watchJob(cmd, c, args[0], cf.output)
+			}
 			v, err := c.Get(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			if cf.output == "json" {
-				return writeJSON(cmd.OutOrStdout(), v)
+			if structured(cf.output) {
+				return writeData(cmd.OutOrStdout(), cf.output, v)
 			}
 			printJob(cmd.OutOrStdout(), v)
+			if cf.output == "wide" {
+				printAttempts(cmd.OutOrStdout(), v)
+			}
 			return nil
 		},
 	}
 	cf.register(cmd)
+	cmd.Flags().BoolVar(&watch, "watch", false, "print each event as it happens until the job ends")
 	return cmd
 }
 
@@ -294,26 +326,32 @@ func newCancelCmd() *cobra.Command {
 	var cf clientFlags
 	var reason string
 	cmd := &cobra.Command{
-		Use:   "cancel ID...",
-		Short: "Cancel jobs and release their capacity",
-		Args:  cobra.MinimumNArgs(1),
+		Use:               "cancel ID...",
+		Short:             "Cancel jobs and release their capacity",
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: completeJobIDs(&cf, true),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client()
 			if err != nil {
 				return err
 			}
-			for _, id := range args {
+			out := cmd.OutOrStdout()
+			pal := paletteFor(out)
+			for i, id := range args {
 				v, err := c.Cancel(cmd.Context(), id, reason)
 				if err != nil {
 					return fmt.Errorf("%s: %w", id, err)
 				}
-				if cf.output == "json" {
-					if err := writeJSON(cmd.OutOrStdout(), v); err != nil {
+				if structured(cf.output) {
+					if cf.output == "yaml" && i > 0 {
+						fmt.Fprintln(out, "---")
+					}
+					if err := writeData(out, cf.output, v); err != nil {
 						return err
 					}
 					continue
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s (%s): %s, cost %s\n", v.ID, v.Name, v.State, v.CostUSD.Human())
+				fmt.Fprintf(out, "%s (%s): %s, cost %s\n", v.ID, v.Name, pal.state(v.State), v.CostUSD.Human())
 			}
 			return nil
 		},
@@ -340,15 +378,24 @@ func placementText(p *job.Placement) string {
 	return fmt.Sprintf("%s%s/%s %s %s", nodes, p.Provider, p.Zone, p.InstanceType, p.Purchase)
 }
 
-func printJobs(w io.Writer, jobs []api.Summary) {
+func printJobs(w io.Writer, jobs []api.Summary, wide bool) {
+	pal := paletteFor(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tTEAM\tSTATE\tPROGRESS\tPLACEMENT\tPRICE/H\tCOST")
+	head := "ID\tNAME\tTEAM\t" + pal.paint(ansiDefault, "STATE") + "\tPROGRESS\tPLACEMENT\tPRICE/H\tCOST"
+	if wide {
+		head += "\tPRIORITY\tSUBMITTED"
+	}
+	fmt.Fprintln(tw, head)
 	for _, j := range jobs {
 		price := "-"
 		if j.Placement != nil {
 			price = j.Placement.HourlyCost().Human()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%3.0f%%\t%s\t%s\t%s\n", j.ID, j.Name, j.Team, j.State, j.Progress*100, placementText(j.Placement), price, j.CostUSD.Human())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%3.0f%%\t%s\t%s\t%s", j.ID, j.Name, j.Team, pal.state(j.State), j.Progress*100, placementText(j.Placement), price, j.CostUSD.Human())
+		if wide {
+			fmt.Fprintf(tw, "\t%d\t%s", j.Priority, j.SubmittedAt.UTC().Format(time.RFC3339))
+		}
+		fmt.Fprintln(tw)
 	}
 	_ = tw.Flush()
 	if len(jobs) == 0 {
@@ -361,7 +408,7 @@ func printJob(w io.Writer, v *api.JobView) {
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("ID", v.ID)
 	row("Name", fmt.Sprintf("%s (team %s, priority %d)", v.Name, v.Team, v.Priority))
-	row("State", string(v.State))
+	row("State", paletteFor(w).state(v.State))
 	if v.Message != "" {
 		row("Message", v.Message)
 	}

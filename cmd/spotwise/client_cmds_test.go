@@ -19,6 +19,7 @@ import (
 	"github.com/spotwise/spotwise/api"
 	"github.com/spotwise/spotwise/auth"
 	"github.com/spotwise/spotwise/clock"
+	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/events/eventstest"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/providers/catalog"
@@ -26,6 +27,7 @@ import (
 
 // apiServer is the real API service on an embedded NATS server, over HTTP.
 type apiServer struct {
+	bus   *events.Bus
 	svc   *api.Service
 	url   string
 	token string // an operator's
@@ -61,7 +63,7 @@ func startAPI(t *testing.T) *apiServer {
 	}
 	srv := httptest.NewServer(svc.Handler(nil))
 	t.Cleanup(srv.Close)
-	return &apiServer{svc: svc, url: srv.URL, token: tok}
+	return &apiServer{bus: bus, svc: svc, url: srv.URL, token: tok}
 }
 
 // names lists the stored jobs' names, sorted.
@@ -331,8 +333,8 @@ func TestSubmitWaitsForEveryDocument(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("submit --wait did not return once both jobs ended")
 	}
-	if run.err != nil {
-		t.Fatalf("submit --wait: %v\n%s", run.err, run.stderr)
+	if code := exitCode(run.err); code != exitCancelled {
+		t.Fatalf("submit --wait of two cancelled jobs: exit %d (%v), want %d\n%s", code, run.err, exitCancelled, run.stderr)
 	}
 	for i, name := range []string{"bert", "t5"} {
 		if want := fmt.Sprintf("%s[%d]: submitted j-ID (%s): cancelled", path, i+1, name); !slices.Contains(lines(run.stdout), want) {

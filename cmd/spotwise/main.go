@@ -25,7 +25,7 @@ func main() {
 	defer stop()
 	if err := newRoot().ExecuteContext(ctx); err != nil {
 		printError(err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 
@@ -47,6 +47,7 @@ Then, from another shell:
 		Version:       version,
 	}
 	root.AddCommand(newServerCmd(), newSubmitCmd(), newJobsCmd(), newJobCmd(), newCancelCmd(), newDemoWorkloadCmd(), newSimCmd(), newAgentCmd(), newQuoteCmd(), newSimulateCmd(), newTokenCmd(), newAuditCmd(), newNATSCmd(), newSchemaCmd())
+	root.AddCommand(newStatusCmd(), newInstancesCmd())
 	return root
 }
 
@@ -62,12 +63,12 @@ const defaultServer = "127.0.0.1:8080"
 func (f *clientFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.server, "server", "", "spotwise server address (env SPOTWISE_SERVER, then the client config file, then "+defaultServer+")")
 	cmd.Flags().StringVar(&f.token, "token", "", "API token or OIDC ID token (env SPOTWISE_TOKEN, then the client config file that `spotwise server` writes)")
-	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "output format: table or json")
+	addOutputFlag(cmd, &f.output, nil)
 }
 
 func (f *clientFlags) client() (*api.Client, error) {
-	if f.output != "table" && f.output != "json" {
-		return nil, fmt.Errorf("--output must be table or json, not %q", f.output)
+	if err := checkOutput(f.output); err != nil {
+		return nil, err
 	}
 	server, token, err := resolveClient(f.server, f.token, os.Getenv)
 	if err != nil {

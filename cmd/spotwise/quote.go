@@ -12,8 +12,8 @@ import (
 
 	"github.com/spotwise/spotwise/bidding"
 	"github.com/spotwise/spotwise/clock"
+	"github.com/spotwise/spotwise/internal/server"
 	"github.com/spotwise/spotwise/job"
-	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/providers/catalog"
 	"github.com/spotwise/spotwise/providers/sim"
@@ -55,6 +55,9 @@ reserved for 3 years, 20% penalty for ending early):
 
 type quoteFlags struct {
 	json         bool
+	output       string
+	remote       bool
+	client       clientFlags
 	top          int
 	seed         int64
 	at           string
@@ -90,35 +93,50 @@ func newQuoteCmd() *cobra.Command {
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
+			format, err := outputOf(cmd, f.output, f.json)
+			if err != nil {
+				return err
+			}
 			if f.commitment {
 				q, err := f.commitmentQuote(catalog.Default())
 				if err != nil {
 					return err
 				}
-				if f.json {
-					return writeJSON(out, q)
+				if structured(format) {
+					return writeData(out, format, q)
 				}
 				printCommitment(out, q)
 				return nil
 			}
-			data, _, err := readSpec(cmd.InOrStdin(), args[0])
+			var rep *quoteReport
+			if f.remote || f.client.server != "" {
+				rep, err = serverQuote(cmd, args[0], f)
+			} else {
+				var data []byte
+				if data, _, err = readSpec(cmd.InOrStdin(), args[0]); err == nil {
+					rep, err = quoteSpec(cmd.Context(), data, f)
+				}
+			}
 			if err != nil {
 				return err
 			}
-			rep, err := quoteSpec(cmd.Context(), data, f)
-			if err != nil {
-				return err
+			if structured(format) {
+				return writeData(out, format, rep)
 			}
-			if f.json {
-				return writeJSON(out, rep)
+			top := f.top
+			if format == "wide" {
+				top = 0
 			}
-			printQuote(out, rep, f.top)
+			printQuote(out, rep, top)
 			return nil
 		},
 	}
 	fl := cmd.Flags()
-	fl.BoolVar(&f.json, "json", false, "print JSON for scripts")
-	fl.IntVar(&f.top, "top", 10, "show the best N options (0: all)")
+	addOutputFlag(cmd, &f.output, &f.json)
+	fl.StringVar(&f.client.server, "server", "", "ask this running server for the quote: its clock, offer book and learned rates (what it would then do)")
+	fl.StringVar(&f.client.token, "token", "", "with --server or --remote: API token (env SPOTWISE_TOKEN, then the client config file)")
+	fl.BoolVar(&f.remote, "remote", false, "ask the server the client config names (SPOTWISE_SERVER, the client config file), as --server does")
+	fl.IntVar(&f.top, "top", 10, "show the best N options (0: all; -o wide shows all)")
 	fl.Int64Var(&f.seed, "seed", 1, "seed of the simulated offer book")
 	fl.StringVar(&f.at, "at", "", "prices as of this time (RFC 3339; default now)")
 	fl.IntVar(&f.months, "months", 0, "budget horizon: months the job keeps coming back (0: one-off)")
@@ -140,93 +158,13 @@ func newQuoteCmd() *cobra.Command {
 	return cmd
 }
 
-// quoteReport is what `spotwise quote FILE` prints, and its JSON shape.
-type quoteReport struct {
-	Job             quoteJob                 `json:"job"`
-	Book            quoteBook                `json:"book"`
-	Options         []quoteOption            `json:"options"`
-	Excluded        []quoteExcluded          `json:"excluded"`
-	Recommendations []bidding.Recommendation `json:"recommendations"`
-}
-
-type quoteJob struct {
-	Name        string     `json:"name"`
-	Workload    string     `json:"workload"`
-	Precision   string     `json:"precision"`
-	Class       string     `json:"class"`
-	Work        string     `json:"work"`
-	Nodes       int        `json:"nodes"`
-	GPUsPerNode int        `json:"gpus_per_node"`
-	Purchase    string     `json:"purchase"`
-	Deadline    *time.Time `json:"deadline,omitempty"`
-	// CheckpointTime is how long one checkpoint takes (the default when
-	// the spec does not say).
-	CheckpointTime time.Duration `json:"checkpoint_time"`
-}
-
-type quoteBook struct {
-	Source   string    `json:"source"`
-	Seed     int64     `json:"seed"`
-	At       time.Time `json:"at"`
-	Offers   int       `json:"offers"`
-	Feasible int       `json:"feasible"`
-}
-
-// quoteOption is one ranked option. Hours are decimal hours; amounts are
-// exact decimal dollars.
-type quoteOption struct {
-	Rank                  int          `json:"rank"`
-	Offer                 string       `json:"offer"`
-	Provider              string       `json:"provider"`
-	Region                string       `json:"region"`
-	Zone                  string       `json:"zone"`
-	InstanceType          string       `json:"instance_type"`
-	GPU                   string       `json:"gpu"`
-	GPUs                  int          `json:"gpus"`
-	Nodes                 int          `json:"nodes"`
-	Purchase              string       `json:"purchase"`
-	PricePerHour          money.Micros `json:"price_per_hour"`
-	RuntimeHours          float64      `json:"runtime_hours"`
-	ExpectedRuntimeHours  float64      `json:"expected_runtime_hours"`
-	Cost                  money.Micros `json:"cost"`
-	ExpectedCost          money.Micros `json:"expected_cost"`
-	InterruptionsPerHour  float64      `json:"interruptions_per_hour"`
-	RateSource            string       `json:"rate_source"`
-	ExpectedInterruptions float64      `json:"expected_interruptions"`
-	PInterruption         float64      `json:"p_interruption"`
-	CheckpointMinutes     float64      `json:"checkpoint_interval_minutes"`
-	// NoticeSeconds is the offer's interruption notice; ShortNotice says
-	// the job's checkpoint does not fit in it, so an interruption there
-	// loses the work since the last periodic checkpoint.
-	NoticeSeconds float64   `json:"notice_seconds"`
-	ShortNotice   bool      `json:"short_notice"`
-	Finish        time.Time `json:"finish"`
-	MeetsDeadline bool      `json:"meets_deadline"`
-	opt           bidding.Option
-}
-
-type quoteExcluded struct {
-	Reason  string `json:"reason"`
-	Meaning string `json:"meaning"`
-	Offers  int    `json:"offers"`
-	Example string `json:"example"`
-	Detail  string `json:"detail"`
-}
-
-// reasonMeaning says what each of the pipeline's reason codes means.
-var reasonMeaning = map[string]string{
-	"gpu-type":    "GPU type not accepted",
-	"gpu-memory":  "too little GPU memory",
-	"gpu-count":   "too few GPUs per node",
-	"vcpus":       "too few vCPUs",
-	"memory":      "too little memory",
-	"region":      "placement rules exclude the region",
-	"purchase":    "purchase option not allowed",
-	"max-price":   "above the max price",
-	"unavailable": "marked unavailable",
-	"capacity":    "no capacity for the nodes",
-	"deadline":    "cannot finish by the deadline",
-}
+// The report's types are the server's: a local quote and POST /v1/quote
+// make the same report.
+type (
+	quoteReport   = server.QuoteReport
+	quoteOption   = server.QuoteOption
+	quoteExcluded = server.QuoteExcluded
+)
 
 // quoteSpec builds the report for a job spec over the simulated offer book.
 func quoteSpec(ctx context.Context, data []byte, f quoteFlags) (*quoteReport, error) {
@@ -254,169 +192,45 @@ func quoteSpec(ctx context.Context, data []byte, f quoteFlags) (*quoteReport, er
 	if err != nil {
 		return nil, err
 	}
+	res := map[string]bidding.Reservation{}
 	for _, id := range slices.Sorted(maps.Keys(reserved)) {
 		offers = append(offers, reserved[id].offer)
+		res[id] = reserved[id].Reservation
 	}
-	deadline := spec.Deadline.Resolve(now)
-	snap := scheduler.Snapshot{Now: now, Offers: offers, Throughput: cat, Geography: cat.GeographyOf}
-	q := &scheduler.QueuedJob{ID: "quote", Priority: spec.Prio(), SubmittedAt: now, DeadlineAt: deadline, Req: scheduler.SpecRequirements(&spec)}
-	verdicts := scheduler.Explain(snap, q)
-
-	rep := &quoteReport{
-		Job: quoteJob{Name: spec.Name, Workload: spec.Workload, Precision: spec.Precision, Class: spec.Class(), Work: workText(spec.Work),
-			Nodes: spec.Resources.Nodes, GPUsPerNode: spec.Resources.GPUsPerNode, Purchase: spec.Purchase,
-			CheckpointTime: spec.Checkpoint.Time()},
-		Book: quoteBook{Source: "simulated cloud over the bundled catalog", Seed: f.seed, At: now, Offers: len(offers)},
-	}
-	if !deadline.IsZero() {
-		rep.Job.Deadline = &deadline
-	}
-	jr := bidding.JobRisk{Now: now, Nodes: spec.Resources.Nodes, Deadline: deadline, Checkpoint: bidding.Checkpointing{
-		Disabled: spec.Checkpoint.Disabled, Time: spec.Checkpoint.Duration.D(), Interval: spec.Checkpoint.Interval.D(), SizeGB: spec.Checkpoint.SizeGB}}
-	rate := func(o providers.Offer) (float64, string) {
-		if r, ok := cloud.InterruptionRate(o.ID()); ok {
-			return r, "provider"
-		}
-		return bidding.PriorRate(o.Provider, o.Purchase), "prior"
-	}
-	score := func(v scheduler.Verdict, restart *providers.Offer) bidding.Option {
-		r, src := rate(v.Offer)
-		opt := jr.Score(v.Offer, v.Estimate, r, src, restart)
-		if res, ok := reserved[v.Offer.ID()]; ok {
-			// Idle reserved hours are free; what the reservation does not
-			// cover (the term ending mid-run) is paid at on-demand.
-			over, _ := res.MarginalCost(spec.Resources.Nodes, opt.Risk.Startup+opt.Risk.Runtime)
-			opt.Risk.Cost += over
-			opt.Risk.Base.Cost += over
-		}
-		return opt
-	}
-	// Feasible verdicts come first, cheapest to finish first: a restart
-	// lands on the best of them in another zone.
-	var feasible []providers.Offer
-	for _, v := range verdicts {
-		if v.Reason == "" {
-			feasible = append(feasible, v.Offer)
-		}
-	}
-	rep.Book.Feasible = len(feasible)
-	var opts []bidding.Option
-	var others []bidding.Option // excluded only by the purchase policy: for the spot-vs-on-demand fact
-	for _, v := range verdicts {
-		switch v.Reason {
-		case "":
-			var restart *providers.Offer
-			if j := bidding.RestartTarget(feasible, len(opts)); j >= 0 {
-				restart = &feasible[j]
+	return server.Quote(server.QuoteInput{
+		Spec: spec, Book: scheduler.Snapshot{Now: now, Offers: offers, Throughput: cat, Geography: cat.GeographyOf},
+		Rate: func(o providers.Offer) (float64, string) {
+			if r, ok := cloud.InterruptionRate(o.ID()); ok {
+				return r, "provider"
 			}
-			opts = append(opts, score(v, restart))
-			continue
-		case "purchase":
-			others = append(others, score(v, nil))
-		}
-		rep.addExcluded(v, spec.Resources.Nodes)
-	}
-	bidding.RankOptions(opts)
-	for i, o := range opts {
-		rep.Options = append(rep.Options, optionRow(i+1, o, spec.Resources.Nodes))
-	}
-	rep.Recommendations = bidding.Recommend(bidding.DecisionRules, quoteFacts(&spec, rep, append(slices.Clone(opts), others...), snap, f))
-	return rep, nil
+			return bidding.PriorRate(o.Provider, o.Purchase), "prior"
+		},
+		Reserved: res, Source: "simulated cloud over the bundled catalog", Seed: f.seed,
+		Months: f.months, RunsPerMonth: f.runsPerMonth,
+	}), nil
 }
 
-func optionRow(rank int, o bidding.Option, nodes int) quoteOption {
-	r := o.Risk
-	return quoteOption{
-		Rank: rank, Offer: o.Offer.ID(), Provider: o.Offer.Provider, Region: o.Offer.Region, Zone: o.Offer.Zone,
-		InstanceType: o.Offer.InstanceType, GPU: o.Offer.GPU, GPUs: o.Offer.GPUs, Nodes: nodes, Purchase: string(o.Offer.Purchase),
-		PricePerHour: o.Offer.Price, RuntimeHours: r.Base.Runtime.Hours(), ExpectedRuntimeHours: r.Runtime.Hours(),
-		Cost: r.Base.Cost, ExpectedCost: r.Cost,
-		InterruptionsPerHour: o.Rate, RateSource: o.RateSource,
-		ExpectedInterruptions: r.Interruptions, PInterruption: r.PAny, CheckpointMinutes: r.Interval.Minutes(),
-		NoticeSeconds: o.Offer.Notice().Seconds(), ShortNotice: r.ShortNotice && r.Interruptions > 0,
-		Finish: r.Finish, MeetsDeadline: o.MeetsDeadline, opt: o,
-	}
-}
-
-func (rep *quoteReport) addExcluded(v scheduler.Verdict, nodes int) {
-	if n := len(rep.Excluded); n > 0 && rep.Excluded[n-1].Reason == v.Reason {
-		rep.Excluded[n-1].Offers++
-		return
-	}
-	o := v.Offer
-	detail := fmt.Sprintf("%dx %s, %s/h", o.GPUs, o.GPU, o.Price.Human())
-	switch v.Reason {
-	case "capacity":
-		detail += fmt.Sprintf(", %d available for %s", max(o.Available, 0), plural(nodes, "node"))
-	case "deadline":
-		if rep.Job.Deadline != nil {
-			detail += fmt.Sprintf(", would finish %s late", humanDur(v.Estimate.Finish.Sub(*rep.Job.Deadline)))
+// serverQuote asks the running server for the quote: its clock, its
+// scheduler's offer book and learned rates, so the quote is what it would
+// then do with the job.
+func serverQuote(cmd *cobra.Command, path string, f quoteFlags) (*quoteReport, error) {
+	for _, local := range []string{"at", "seed", "reservations"} {
+		if cmd.Flags().Changed(local) {
+			return nil, fmt.Errorf("--%s applies to a local quote; the server quotes over its own clock and offer book (drop --server/--remote, or --%s)", local, local)
 		}
 	}
-	rep.Excluded = append(rep.Excluded, quoteExcluded{Reason: v.Reason, Meaning: reasonMeaning[v.Reason], Offers: 1, Example: o.ID(), Detail: detail})
-}
-
-// quoteFacts gathers what the decision rules look at.
-func quoteFacts(spec *job.Spec, rep *quoteReport, opts []bidding.Option, snap scheduler.Snapshot, f quoteFlags) bidding.Facts {
-	fs := bidding.Facts{
-		Workload: spec.Workload, Precision: spec.Precision, Purchase: spec.Purchase,
-		Nodes: spec.Resources.Nodes, GPUs: spec.TotalGPUs(), Checkpoints: !spec.Checkpoint.Disabled,
-		HorizonMonths: f.months, RunsPerMonth: f.runsPerMonth, Geographies: spec.Placement.Geographies, Slack: -1,
+	f.client.output = "table" // the quote's format is its own -o
+	c, err := f.client.client()
+	if err != nil {
+		return nil, err
 	}
-	if len(rep.Options) > 0 {
-		best := rep.Options[0].opt
-		r := best.Risk
-		fs.GPUHours = r.Base.Runtime.Hours() * float64(spec.TotalGPUs())
-		fs.Utilization = f.runsPerMonth * r.Runtime.Hours() / bidding.HoursPerMonth
-		fs.MonthlySpend = r.Cost.Scale(int64(f.runsPerMonth*1000+0.5), 1000)
-		fs.BestPurchase = string(best.Offer.Purchase)
-		fs.Best = fmt.Sprintf("%s %s (%dx %s) in %s %s", best.Offer.Purchase, best.Offer.InstanceType, best.Offer.GPUs, best.Offer.GPU, best.Offer.Provider, best.Offer.Region)
-		if d := rep.Job.Deadline; d != nil && r.Runtime > 0 {
-			fs.Slack = float64(d.Sub(r.Finish)) / float64(r.Runtime)
-		}
+	data, ctype, err := readSpec(cmd.InOrStdin(), path)
+	if err != nil {
+		return nil, err
 	}
-	// Best spot against best on-demand, each expected to meet the deadline.
-	var spot, od *bidding.Option
-	for i := range opts {
-		o := &opts[i]
-		if !o.MeetsDeadline {
-			continue
-		}
-		switch o.Offer.Purchase {
-		case providers.Spot:
-			if spot == nil || o.Risk.Cost < spot.Risk.Cost {
-				spot = o
-			}
-		case providers.OnDemand:
-			if od == nil || o.Risk.Cost < od.Risk.Cost {
-				od = o
-			}
-		}
+	var rep quoteReport
+	if err := c.Quote(cmd.Context(), data, ctype, f.months, f.runsPerMonth, &rep); err != nil {
+		return nil, err
 	}
-	if spot != nil && od != nil && od.Risk.Cost > 0 {
-		fs.SpotSaving = 1 - float64(spot.Risk.Cost)/float64(od.Risk.Cost)
-		fs.SpotPAny = spot.Risk.PAny
-	}
-	fs.Regions, fs.AllRegions, fs.Areas = regionsAllowed(spec, snap)
-	return fs
-}
-
-// regionsAllowed counts the regions of the offer book the job's placement
-// rules allow, by asking the scheduler's pipeline about a job with the same
-// rules and no other demands: what it rejects for "region" is what the
-// rules exclude.
-func regionsAllowed(spec *job.Spec, snap scheduler.Snapshot) (allowed, all, geos int) {
-	probe := job.Spec{Resources: job.Resources{GPUsPerNode: 1, Nodes: 1}, Purchase: job.PurchaseAuto,
-		Work: job.Work{Duration: job.Duration(time.Hour), ReferenceGPU: "V100"}, Placement: spec.Placement}
-	q := &scheduler.QueuedJob{ID: "probe", SubmittedAt: snap.Now, Req: scheduler.SpecRequirements(&probe)}
-	in, every, areas := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	for _, v := range scheduler.Explain(snap, q) {
-		key := v.Offer.Provider + "/" + v.Offer.Region
-		every[key] = true
-		if v.Reason != "region" {
-			in[key] = true
-			areas[snap.Geography(v.Offer.Provider, v.Offer.Region)] = true
-		}
-	}
-	return len(in), len(every), len(areas)
+	return &rep, nil
 }

@@ -68,7 +68,7 @@ func TestCommitmentWorkedExample(t *testing.T) {
 }
 
 func TestCommitmentJSON(t *testing.T) {
-	out := mustQuote(t, append(workedExample, "--json")...)
+	out := mustQuote(t, append(workedExample, "-o", "json")...)
 	// Amounts are exact decimal dollars: read them as written.
 	var q struct {
 		OnDemand  json.Number `json:"on_demand_price"`

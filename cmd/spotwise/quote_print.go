@@ -3,10 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spotwise/spotwise/internal/server"
 	"github.com/spotwise/spotwise/job"
 )
 
@@ -18,8 +18,12 @@ func printQuote(w io.Writer, rep *quoteReport, top int) {
 	if j.Deadline != nil {
 		fmt.Fprintf(w, ", deadline %s (in %s)", j.Deadline.UTC().Format(time.RFC3339), humanDur(j.Deadline.Sub(rep.Book.At)))
 	}
-	fmt.Fprintf(w, "\nOffer book: %s, seed %d, prices as of %s: %d offers, %d feasible\n\n",
-		rep.Book.Source, rep.Book.Seed, rep.Book.At.UTC().Format(time.RFC3339), rep.Book.Offers, rep.Book.Feasible)
+	seed := ""
+	if rep.Book.Seed != 0 {
+		seed = fmt.Sprintf(", seed %d", rep.Book.Seed)
+	}
+	fmt.Fprintf(w, "\nOffer book: %s%s, prices as of %s: %d offers, %d feasible\n\n",
+		rep.Book.Source, seed, rep.Book.At.UTC().Format(time.RFC3339), rep.Book.Offers, rep.Book.Feasible)
 	rows := rep.Options
 	if top > 0 && len(rows) > top {
 		rows = rows[:top]
@@ -58,6 +62,13 @@ func printQuote(w io.Writer, rep *quoteReport, top int) {
 			}
 		}
 	}
+	switch d := rep.Decision; {
+	case d.Offer != "":
+		fmt.Fprintf(w, "\nThe scheduler would place it now on %s (%s): %s/h, %s, %s to finish.\n", d.Offer, plural(d.Nodes, "node"),
+			d.PricePerHour.MulInt(max(1, d.Nodes)).Human(), humanDur(d.Runtime.D()), d.Cost.Human())
+	case len(d.Pending) > 0:
+		fmt.Fprintf(w, "\nThe scheduler would not place it now: %s\n", d.Pending[len(d.Pending)-1].Message)
+	}
 	if len(rep.Excluded) > 0 {
 		fmt.Fprintln(w, "\nExcluded:")
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -86,29 +97,9 @@ func riskText(o quoteOption) string {
 }
 
 // workText writes a job's work the way people write it: "6h on V100".
-func workText(w job.Work) string {
-	if w.Duration > 0 {
-		return humanDur(w.Duration.D()) + " on " + w.ReferenceGPU
-	}
-	return w.String()
-}
+func workText(w job.Work) string { return server.WorkText(w) }
 
 func hoursDur(h float64) time.Duration { return time.Duration(h * float64(time.Hour)) }
 
 // humanDur writes a duration the way people do: "2h14m", "45s".
-func humanDur(d time.Duration) string {
-	if d >= time.Minute || d <= -time.Minute {
-		d = d.Round(time.Minute)
-	}
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	if s == "" {
-		return "0s"
-	}
-	return s
-}
+func humanDur(d time.Duration) string { return server.HumanDuration(d) }

@@ -40,7 +40,7 @@ func mustQuote(t *testing.T, args ...string) string {
 
 func quoteJSON(t *testing.T, file string, args ...string) quoteReport {
 	t.Helper()
-	out := mustQuote(t, append([]string{file, "--at", quoteAt, "--json"}, args...)...)
+	out := mustQuote(t, append([]string{file, "--at", quoteAt, "-o", "json"}, args...)...)
 	var rep quoteReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("quote --json: %v\n%s", err, out)
@@ -176,7 +176,7 @@ func TestQuoteTable(t *testing.T) {
 
 // TestQuoteJSONShape pins the JSON field names scripts rely on.
 func TestQuoteJSONShape(t *testing.T) {
-	out := mustQuote(t, example("bert-finetune.yaml"), "--at", quoteAt, "--json", "--top", "2")
+	out := mustQuote(t, example("bert-finetune.yaml"), "--at", quoteAt, "-o", "json", "--top", "2")
 	var v map[string]any
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Fatal(err)
@@ -190,7 +190,7 @@ func TestQuoteJSONShape(t *testing.T) {
 		return ks
 	}
 	want := map[string][]string{
-		"":       {"book", "excluded", "job", "options", "recommendations"},
+		"":       {"book", "decision", "excluded", "job", "options", "recommendations"},
 		"job":    {"checkpoint_time", "class", "deadline", "gpus_per_node", "name", "nodes", "precision", "purchase", "work", "workload"},
 		"book":   {"at", "feasible", "offers", "seed", "source"},
 		"option": {"checkpoint_interval_minutes", "cost", "expected_cost", "expected_interruptions", "expected_runtime_hours", "finish", "gpu", "gpus", "instance_type", "interruptions_per_hour", "meets_deadline", "nodes", "notice_seconds", "offer", "p_interruption", "price_per_hour", "provider", "purchase", "rank", "rate_source", "region", "runtime_hours", "short_notice", "zone"},

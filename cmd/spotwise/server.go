@@ -145,6 +145,13 @@ func applyFlags(cmd *cobra.Command, cfg *server.Config, flagged server.Config) {
 }
 
 func newLogger(c server.LogConfig) (*zap.Logger, error) {
+	return buildLogger(c, colorOn(os.Stderr), nil)
+}
+
+// buildLogger builds the server's logger; color colours the console
+// format's levels (only for a terminal); paths, when set, replace the
+// standard error it writes to.
+func buildLogger(c server.LogConfig, color bool, paths []string) (*zap.Logger, error) {
 	level, err := zapcore.ParseLevel(c.Level)
 	if err != nil {
 		return nil, fmt.Errorf("log level: %w", err)
@@ -153,7 +160,15 @@ func newLogger(c server.LogConfig) (*zap.Logger, error) {
 	if c.Format == "console" {
 		zc = zap.NewDevelopmentConfig()
 		zc.DisableStacktrace = true
-		zc.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		zc.EncoderConfig.EncodeLevel = zapcore.CapitalLevelEncoder
+		// Colour only on a terminal, and never with NO_COLOR set: a log
+		// redirected to a file must not fill with escape codes.
+		if color {
+			zc.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		}
+	}
+	if paths != nil {
+		zc.OutputPaths, zc.ErrorOutputPaths = paths, paths
 	}
 	zc.Level = zap.NewAtomicLevelAt(level)
 	return zc.Build()

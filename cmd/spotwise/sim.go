@@ -54,9 +54,8 @@ func newSimClockCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if cf.output == "json" {
-				_, err := cmd.OutOrStdout().Write(data)
-				return err
+			if structured(cf.output) {
+				return writeRaw(cmd.OutOrStdout(), cf.output, data)
 			}
 			var reply server.ClockReply
 			if err := json.Unmarshal(data, &reply); err != nil {
@@ -125,9 +124,8 @@ func newSimActionCmd(action, short string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if cf.output == "json" {
-				_, err := cmd.OutOrStdout().Write(data)
-				return err
+			if structured(cf.output) {
+				return writeRaw(cmd.OutOrStdout(), cf.output, data)
 			}
 			var reply server.SimReply
 			if err := json.Unmarshal(data, &reply); err != nil {
@@ -139,6 +137,7 @@ func newSimActionCmd(action, short string) *cobra.Command {
 	}
 	cf.register(cmd)
 	cmd.Flags().StringVar(&req.Job, "job", "", "a job ID: all its live instances")
+	_ = cmd.RegisterFlagCompletionFunc("job", completeJobIDs(&cf, true))
 	cmd.Flags().StringVar(&req.Instance, "instance", "", "one instance ID")
 	if action == "preempt" {
 		cmd.Flags().StringVar(&req.Zone, "zone", "", "every spot instance of a zone at once (a storm)")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -41,6 +40,7 @@ type simulateFlags struct {
 	historyHours   float64
 	policies       []string
 	json           bool
+	output         string
 	plot           string
 	workers        int
 }
@@ -127,7 +127,7 @@ func newSimulateCmd() *cobra.Command {
 	fl.BoolVar(&f.even, "even", false, "evenly spaced start points: tick floor(i*(L-R)/(K-1))")
 	fl.Float64Var(&f.historyHours, "history-hours", -1, "hours of the trace before each start the policies have observed (-1: all)")
 	fl.StringSliceVar(&f.policies, "policy", []string{bidding.PolicyOnDemandOnly, bidding.PolicyGreedy, bidding.PolicyUniformProgress, bidding.PolicySpotwise, simulate.PolicyOptimal}, "policies to run, comma-separated")
-	fl.BoolVar(&f.json, "json", false, "print JSON")
+	addOutputFlag(cmd, &f.output, &f.json)
 	fl.StringVar(&f.plot, "plot", "", "also write an SVG: cost per policy and one run's timeline")
 	fl.IntVar(&f.workers, "workers", 0, "start points run in parallel (0: one per CPU)")
 	_ = cmd.MarkFlagRequired("trace")
@@ -257,6 +257,10 @@ func policyList(names []string) ([]string, error) {
 }
 
 func runSimulate(cmd *cobra.Command, f simulateFlags) error {
+	format, err := outputOf(cmd, f.output, f.json)
+	if err != nil {
+		return err
+	}
 	sim, err := f.parse()
 	if err != nil {
 		return err
@@ -273,8 +277,8 @@ func runSimulate(cmd *cobra.Command, f simulateFlags) error {
 		}
 	}
 	out := cmd.OutOrStdout()
-	if f.json {
-		return writeSimulateJSON(out, report)
+	if structured(format) {
+		return writeSimulateData(out, format, report)
 	}
 	printSimulateReport(out, sim, report)
 	if f.plot != "" {
@@ -283,7 +287,7 @@ func runSimulate(cmd *cobra.Command, f simulateFlags) error {
 	return nil
 }
 
-// simPolicyJSON is one policy in `simulate --json`.
+// simPolicyJSON is one policy in `simulate -o json` (and yaml).
 type simPolicyJSON struct {
 	MeanCost          money.Micros `json:"mean_cost"`
 	P50Cost           money.Micros `json:"p50_cost"`
@@ -296,7 +300,7 @@ type simPolicyJSON struct {
 	Runs              int          `json:"runs"`
 }
 
-func writeSimulateJSON(w io.Writer, r *simulate.Report) error {
+func writeSimulateData(w io.Writer, format string, r *simulate.Report) error {
 	out := struct {
 		Policies map[string]simPolicyJSON `json:"policies"`
 	}{Policies: map[string]simPolicyJSON{}}
@@ -313,9 +317,7 @@ func writeSimulateJSON(w io.Writer, r *simulate.Report) error {
 			Runs:              s.Runs,
 		}
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return writeData(w, format, out)
 }
 
 func roundTo(x float64, places int) float64 {

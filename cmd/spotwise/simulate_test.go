@@ -66,7 +66,7 @@ func TestSimulateJSON(t *testing.T) {
 	stdout, stderr, err := runSimulateCmd(t, "--trace", always,
 		"--job-hours", "6", "--deadline-hours", "10", "--changeover-hours", "1",
 		"--ondemand-price", "3", "--spot-price", "1", "--starts", "5", "--even",
-		"--policy", "on-demand,greedy,uniform-progress,spotwise,optimal", "--json")
+		"--policy", "on-demand,greedy,uniform-progress,spotwise,optimal", "-o", "json")
 	if err != nil {
 		t.Fatalf("simulate: %v\n%s", err, stderr)
 	}
@@ -210,7 +210,7 @@ func TestSimulateNodesAndTracePrices(t *testing.T) {
 		t.Fatal(err)
 	}
 	stdout, _, err := runSimulateCmd(t, "--trace", p, "--nodes", "4", "--use-trace-prices", "--spot-price", "99",
-		"--job-hours", "3", "--deadline-hours", "8", "--changeover-hours", "1", "--starts", "1", "--policy", "greedy", "--json")
+		"--job-hours", "3", "--deadline-hours", "8", "--changeover-hours", "1", "--starts", "1", "--policy", "greedy", "-o", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestSimulateSharedTraces(t *testing.T) {
 		t.Skipf("shared traces not here: %v", err)
 	}
 	stdout, _, err := runSimulateCmd(t, "--trace", filepath.Join(dir, "us-west-2c_v100_1.json"), "--trace", filepath.Join(dir, "us-east-2a_v100_1.json"),
-		"--job-hours", "48", "--deadline-hours", "60", "--starts", "12", "--even", "--json")
+		"--job-hours", "48", "--deadline-hours", "60", "--starts", "12", "--even", "-o", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func TestSimulateRegionsPricesAndEgress(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			args := append([]string{"--trace", avail, "--prices", prices, "--job-hours", "4", "--deadline-hours", "4", "--changeover-hours", "0",
-				"--starts", "1", "--even", "--policy", "optimal", "--json"}, tt.args...)
+				"--starts", "1", "--even", "--policy", "optimal", "-o", "json"}, tt.args...)
 			stdout, _, err := runSimulateCmd(t, args...)
 			if err != nil {
 				t.Fatal(err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -53,8 +52,8 @@ func newTokenCreateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if cf.output == "json" {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(v)
+			if structured(cf.output) {
+				return writeData(cmd.OutOrStdout(), cf.output, v)
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), v.Token)
 			fmt.Fprintf(cmd.ErrOrStderr(), "token %s: %s, %s; shown once, keep it safe\n", v.Info.ID, who(v.Info), expiry(v.Info))
@@ -86,8 +85,8 @@ func newTokenListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if cf.output == "json" {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(l)
+			if structured(cf.output) {
+				return writeData(cmd.OutOrStdout(), cf.output, l)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tNAME\tTEAM\tROLE\tCREATED\tEXPIRES\tSTATUS")
@@ -129,8 +128,8 @@ func newTokenRevokeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if cf.output == "json" {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(t)
+			if structured(cf.output) {
+				return writeData(cmd.OutOrStdout(), cf.output, t)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "token %s (%s) revoked\n", t.ID, who(*t))
 			return nil

@@ -376,6 +376,17 @@ func TestOpenAPIDescribesRealResponses(t *testing.T) {
 	op.want(200, "DELETE", "/v1/jobs/"+created.ID+"?reason=openapi", "", nil)
 	op.want(200, "DELETE", "/v1/jobs/"+created.ID, "", nil) // again: the same answer
 	op.want(404, "DELETE", "/v1/jobs/no-such-job", "", nil)
+	// The cancelled job's stream: its history, then its end.
+	if b := op.want(200, "GET", "/v1/jobs/"+created.ID+"/events", "", nil); !strings.Contains(string(b), "event: end") {
+		t.Errorf("a finished job's stream does not end: %.300s", b)
+	}
+	op.want(400, "GET", "/v1/jobs/"+created.ID+"/events", "", nil, "Last-Event-ID", "last")
+	op.want(404, "GET", "/v1/jobs/no-such-job/events", "", nil)
+	op.want(400, "GET", "/v1/events?state=sleeping", "", nil)
+	op.want(200, "POST", "/v1/quote", "application/json", spec)
+	op.want(200, "POST", "/v1/quote?months=12&runs_per_month=4", "application/yaml", example(t, "bert-finetune.yaml"))
+	op.want(400, "POST", "/v1/quote", "application/json", bad)
+	op.want(400, "POST", "/v1/quote?months=lots", "application/json", spec)
 
 	var tok api.CreatedToken
 	if err := json.Unmarshal(op.want(201, "POST", "/v1/tokens", "application/json", []byte(`{"name": "ci", "team": "nlp", "role": "viewer", "ttl": "24h"}`)), &tok); err != nil {
@@ -387,6 +398,8 @@ func TestOpenAPIDescribesRealResponses(t *testing.T) {
 	viewer.want(403, "GET", "/v1/status", "", nil)
 	viewer.want(403, "POST", "/v1/jobs", "application/json", spec)
 	viewer.want(200, "GET", "/v1/jobs?team=nlp", "", nil)
+	viewer.want(200, "POST", "/v1/quote", "application/json", spec)
+	viewer.want(403, "GET", "/v1/events?team=vision", "", nil)
 	op.want(200, "DELETE", "/v1/tokens/"+tok.Info.ID, "", nil)
 	op.want(404, "DELETE", "/v1/tokens/no-such-token", "", nil)
 	viewer.want(401, "GET", "/v1/jobs", "", nil)

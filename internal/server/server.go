@@ -149,6 +149,7 @@ func (s *Server) start(ctx, rctx context.Context) error {
 		"GET /v1/status":    s.api.Require(auth.Observe, http.HandlerFunc(s.status)),
 		"GET /v1/instances": s.api.Require(auth.Observe, http.HandlerFunc(s.instances)),
 		"/v1/sim/":          s.api.Require(auth.Operate, http.HandlerFunc(s.simHTTP)),
+		"POST /v1/quote":    http.HandlerFunc(s.quoteHTTP),
 		"GET " + web.Prefix: web.Handler(),
 		// Open, like /healthz: probes carry no token, and these say
 		// nothing but whether the server works.
@@ -162,6 +163,9 @@ func (s *Server) start(ctx, rctx context.Context) error {
 	s.httpAddr = ln.Addr()
 	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	// Event streams outlive WriteTimeout (each write sets its own
+	// deadline) and would hold Shutdown up: end them first.
+	s.http.RegisterOnShutdown(s.api.CloseStreams)
 	tlsOn := cfg.HTTPTLS.CertFile != ""
 	if !tlsOn && !isLoopback(s.httpAddr) {
 		s.log.Warn("the API listens beyond loopback without TLS: tokens cross the network in the clear; give --tls-cert and --tls-key (or put a TLS proxy in front)",

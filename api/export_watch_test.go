@@ -1,0 +1,4 @@
+package api
+
+// ReadSSE parses an event stream, for the tests.
+var ReadSSE = readSSE

@@ -1,0 +1,97 @@
+package events
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// jobEventsReader names FollowJobEvents' reader in readings and drops.
+const jobEventsReader = "job events"
+
+// FollowJobEvents hands fn every job history event stored after the call
+// returns, each with its stream sequence (the same numbers JobHistoryAfter
+// reads by, so a live event and a history read can be told apart and
+// joined without a gap), from one ordered consumer over every job's
+// history, until ctx ends or stop is called (stop returns once fn no
+// longer runs). fn runs on one goroutine, in stream order, and must not
+// block. Garbled entries are skipped (and counted as dropped), as history
+// reads skip them.
+func (b *Bus) FollowJobEvents(ctx context.Context, fn func(HistoryEntry)) (stop func(), err error) {
+	st, err := b.js.Stream(ctx, StreamJobs)
+	if err != nil {
+		return nil, fmt.Errorf("following job events: %w", err)
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{AllJobEvents}, DeliverPolicy: jetstream.DeliverNewPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("following job events: %w", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	var inflight gate
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		if !inflight.enter() {
+			return
+		}
+		defer inflight.leave()
+		meta, err := msg.Metadata()
+		if err != nil {
+			return
+		}
+		// What cannot be shown is counted and skipped, never deleted: the
+		// history is not this reader's to change.
+		env, p, err := Decode(msg.Data())
+		if err != nil {
+			b.drop(jobEventsReader, "garbled")
+			b.log.Debug("skipping a garbled job event", zap.String("subject", msg.Subject()), zap.Error(err))
+			return
+		}
+		ev, ok := p.(*JobEvent)
+		if !ok {
+			b.drop(jobEventsReader, "refused")
+			return
+		}
+		fn(HistoryEntry{Seq: meta.Sequence.Stream, Envelope: env, Event: ev})
+	})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("following job events: %w", err)
+	}
+	return inflight.stopper(cctx, b.reading(Reading{Kind: "follow", Name: jobEventsReader, Stream: StreamJobs, Subjects: []string{AllJobEvents}}, cancel), cc.Stop), nil
+}
+
+// JobEventsAfter reads the events of every job stored after sequence
+// after, oldest first: at most limit of them, the newest ones when there
+// are more, with the number left out (a client resuming a stream after a
+// long absence is told it missed some rather than sent them all).
+func (b *Bus) JobEventsAfter(ctx context.Context, after uint64, limit int) (_ []HistoryEntry, skipped int, _ error) {
+	var out []HistoryEntry
+	from := after + 1
+	for {
+		last, more, err := b.directBatch(ctx, StreamJobs, AllJobEvents, from, historyBatch, func(seq uint64, data []byte) {
+			env, p, err := Decode(data)
+			if err != nil {
+				return
+			}
+			ev, ok := p.(*JobEvent)
+			if !ok {
+				return
+			}
+			out = append(out, HistoryEntry{Seq: seq, Envelope: env, Event: ev})
+			if limit > 0 && len(out) > limit {
+				out = out[1:]
+				skipped++
+			}
+		})
+		if err != nil {
+			return out, skipped, fmt.Errorf("job events after %d: %w", after, err)
+		}
+		if !more {
+			return out, skipped, nil
+		}
+		from = last + 1
+	}
+}
