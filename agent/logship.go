@@ -28,7 +28,8 @@ type LogShipOptions struct {
 	// and 1000). Lines over it are dropped and counted.
 	Rate  float64
 	Burst int
-	// BufferBytes bounds the text waiting to be sent (default 1 MiB):
+	// BufferBytes bounds the text waiting to be sent or being sent
+	// (default 1 MiB):
 	// while the bus is slow or away, lines beyond it are dropped and
 	// counted rather than held.
 	BufferBytes int
@@ -73,7 +74,8 @@ type LogShipper struct {
 
 	mu       sync.Mutex
 	queue    []events.LogLine
-	bytes    int
+	bytes    int // text queued
+	inflight int // text being published
 	tokens   float64
 	refilled time.Time
 	dropRate int // lines dropped over the rate since the last note
@@ -165,7 +167,7 @@ func (s *LogShipper) accept(stream, text string, total int) {
 	case s.tokens < 1:
 		s.dropRate++
 		return
-	case s.bytes+min(total, events.MaxLogLine) > s.o.BufferBytes:
+	case s.bytes+s.inflight+min(total, events.MaxLogLine) > s.o.BufferBytes:
 		s.dropFull++
 		return
 	}
@@ -300,6 +302,7 @@ func (s *LogShipper) sendAll() {
 		batch.Lines = append([]events.LogLine(nil), s.queue[:n]...)
 		s.queue = s.queue[n:]
 		s.bytes -= size
+		s.inflight = size
 		s.seq++
 		batch.Seq = s.seq
 		s.mu.Unlock()
@@ -310,6 +313,7 @@ func (s *LogShipper) sendAll() {
 			s.mu.Unlock()
 		}
 		s.mu.Lock()
+		s.inflight = 0
 		s.handled += int64(n)
 		s.release()
 		s.mu.Unlock()
