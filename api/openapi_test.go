@@ -73,6 +73,8 @@ func TestOpenAPISchemasHaveEveryFieldOfTheirType(t *testing.T) {
 		"JobList":        reflect.TypeFor[api.JobList](),
 		"Estimate":       reflect.TypeFor[api.Estimate](),
 		"EventView":      reflect.TypeFor[api.EventView](),
+		"LogLine":        reflect.TypeFor[api.LogLineView](),
+		"LogPage":        reflect.TypeFor[api.LogPage](),
 		"Error":          reflect.TypeFor[api.Error](),
 		"FieldError":     reflect.TypeFor[job.FieldError](),
 		"Placement":      reflect.TypeFor[job.Placement](),

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -26,6 +27,8 @@ type Service struct {
 	ix    *index
 	hist  *histories
 	authn *auth.Authenticator
+	// follows counts the outputs streamed now (at most MaxFollowers).
+	follows atomic.Int64
 }
 
 // NewService returns the job API over a bus; vocab is what specs are
@@ -211,7 +214,11 @@ func (s *Service) viewSettled(ctx context.Context, rec *job.Record, settled bool
 	if rec.Status.State == job.Queued {
 		reasons = s.pendingReasons(ctx, rec.ID, history)
 	}
-	return viewOf(rec, s.clock.Now(), reasons, history), nil
+	v := viewOf(rec, s.clock.Now(), reasons, history)
+	if rec.Status.State == job.Failed {
+		v.LogTail = s.logTail(ctx, rec.ID)
+	}
+	return v, nil
 }
 
 // pendingAnswer is how long a view waits for the scheduler to say why a
