@@ -46,8 +46,11 @@ type LogsQuery struct {
 	// Tail is the last lines only (at most this many); 0 reads from the
 	// start, or from After.
 	Tail int
-	// Since keeps lines written at or after it (the server's clock).
-	Since time.Time
+	// Since keeps lines written at or after it (the server's clock);
+	// SinceAgo, in a client's query, is the same as a span back from the
+	// server's now (which a simulation runs faster than the wall clock).
+	Since    time.Time
+	SinceAgo time.Duration
 	// After is a cursor (a page's Next) to go on from.
 	After string
 	// Limit is the most lines a page holds (default and cap 5000).

@@ -25,6 +25,9 @@ func (q LogsQuery) values() url.Values {
 	if !q.Since.IsZero() {
 		v.Set("since", q.Since.UTC().Format(time.RFC3339Nano))
 	}
+	if q.SinceAgo > 0 {
+		v.Set("since", q.SinceAgo.String())
+	}
 	if q.After != "" {
 		v.Set("after", q.After)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/spotwise/spotwise/api"
 	"github.com/spotwise/spotwise/auth"
 	"github.com/spotwise/spotwise/clock"
+	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/events/eventstest"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/providers/catalog"
@@ -27,6 +28,7 @@ import (
 // apiServer is the real API service on an embedded NATS server, over HTTP.
 type apiServer struct {
 	svc   *api.Service
+	bus   *events.Bus
 	url   string
 	token string // an operator's
 }
@@ -61,7 +63,7 @@ func startAPI(t *testing.T) *apiServer {
 	}
 	srv := httptest.NewServer(svc.Handler(nil))
 	t.Cleanup(srv.Close)
-	return &apiServer{svc: svc, url: srv.URL, token: tok}
+	return &apiServer{svc: svc, bus: bus, url: srv.URL, token: tok}
 }
 
 // names lists the stored jobs' names, sorted.
