@@ -45,6 +45,7 @@ type consumer interface {
 // Notifier delivers the alerts on the alert stream to webhooks.
 type Notifier struct {
 	bus      consumer
+	logs     logReader // a failed job's last lines, for its alert
 	log      *zap.Logger
 	sinks    []*sink
 	received atomic.Int64
@@ -70,7 +71,7 @@ func New(cfg Config, bus *events.Bus, log *zap.Logger, opts ...Option) (*Notifie
 		log = zap.NewNop()
 	}
 	cfg = cfg.withDefaults()
-	n := &Notifier{bus: bus, log: log}
+	n := &Notifier{bus: bus, logs: bus, log: log}
 	for _, w := range cfg.Webhooks {
 		s, err := newSink(w, cfg, o.client, o.clock, log)
 		if err != nil {
@@ -136,7 +137,7 @@ func (n *Notifier) handle(ctx context.Context, m events.Message) error {
 		n.ignored.Add(1)
 		return events.Drop(fmt.Errorf("a %s event on %s, which carries alerts", m.Envelope.Type, m.Subject))
 	}
-	it := item{alert: *a, id: m.Envelope.ID, time: m.Envelope.Time, source: m.Envelope.Source}
+	it := item{alert: *a, id: m.Envelope.ID, time: m.Envelope.Time, source: m.Envelope.Source, logTail: n.logTail(ctx, a)}
 	for _, s := range n.sinks {
 		s.offer(it)
 	}
