@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/events/eventstest"
 	"github.com/spotwise/spotwise/job"
@@ -311,4 +313,43 @@ func TestLogBatchValidation(t *testing.T) {
 			t.Errorf("ParseLogCursor(%q) = %v, %v", tt.in, c, err)
 		}
 	}
+}
+
+// TestLogStreamRetention: the log stream keeps what the server is told
+// (a week and 4 GiB by default), the newest batches of each attempt, and
+// takes a new setting at the next start.
+func TestLogStreamRetention(t *testing.T) {
+	dir := t.TempDir()
+	info := func(b *events.Bus) (time.Duration, int64, int64) {
+		t.Helper()
+		js, _ := jetstreamOf(t, b)
+		st, err := js.Stream(context.Background(), events.StreamLogs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i, err := st.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return i.Config.MaxAge, i.Config.MaxBytes, i.Config.MaxMsgsPerSubject
+	}
+	b := eventstest.OpenBusConfig(t, events.Config{Embedded: events.EmbeddedOptions{DataDir: dir}}, nil)
+	if age, bytes, per := info(b); age != events.DefaultLogsMaxAge || bytes != events.DefaultLogsMaxBytes || per != events.LogMessagesPerAttempt {
+		t.Fatalf("by default: max age %s, %d bytes, %d per attempt", age, bytes, per)
+	}
+	b.Close()
+	b = eventstest.OpenBusConfig(t, events.Config{Embedded: events.EmbeddedOptions{DataDir: dir},
+		Logs: events.LogRetention{MaxAge: 48 * time.Hour, MaxBytes: 1 << 30}}, nil)
+	if age, bytes, _ := info(b); age != 48*time.Hour || bytes != 1<<30 {
+		t.Fatalf("set to 48h and 1 GiB: max age %s, %d bytes", age, bytes)
+	}
+}
+
+func jetstreamOf(t *testing.T, b *events.Bus) (jetstream.JetStream, error) {
+	t.Helper()
+	js, err := jetstream.New(b.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, nil
 }
