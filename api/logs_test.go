@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -309,5 +310,47 @@ func TestFailedJobShowsItsLastLines(t *testing.T) {
 	}
 	if got := logTexts(v.LogTail); !slices.Equal(got, texts[10:]) {
 		t.Fatalf("a failed job's view ends with %q, want its last %d lines", got, api.LogTailLines)
+	}
+}
+
+// TestLogsFollowOutlivesTheServersTimeouts: a server's read and write
+// timeouts (which bound ordinary requests) do not end a follow.
+func TestLogsFollowOutlivesTheServersTimeouts(t *testing.T) {
+	e := newEnv(t)
+	srv := httptest.NewUnstartedServer(e.svc.Handler(nil))
+	srv.Config.ReadTimeout, srv.Config.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c := api.NewClient(srv.URL)
+	c.Token = e.client.Token
+	id := e.submit(spec())
+	got := make(chan string, 4)
+	ended := make(chan error, 1)
+	go func() {
+		_, err := c.FollowLogs(t.Context(), id, api.LogsQuery{}, func(l api.LogLineView) error {
+			got <- l.Text
+			return nil
+		})
+		ended <- err
+	}()
+	e.ship(id, 1, t0, "first")
+	if l := <-got; l != "first" {
+		t.Fatalf("followed %q", l)
+	}
+	select {
+	case err := <-ended:
+		t.Fatalf("the follow ended with the server's timeouts: %v", err)
+	case <-time.After(time.Second): // past both timeouts, three times over
+	}
+	e.ship(id, 1, t0, "after the timeouts")
+	select {
+	case l := <-got:
+		if l != "after the timeouts" {
+			t.Fatalf("followed %q", l)
+		}
+	case err := <-ended:
+		t.Fatalf("the follow ended: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("no line after the timeouts")
 	}
 }
