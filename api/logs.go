@@ -55,6 +55,9 @@ type LogsQuery struct {
 	After string
 	// Limit is the most lines a page holds (default and cap 5000).
 	Limit int
+	// maxBytes bounds the page's text below events.MaxLogPageBytes (a
+	// NATS reply's).
+	maxBytes int
 }
 
 // Bounds of the log API: lines of a page (and of a tail), followers a
@@ -139,7 +142,7 @@ func (s *Service) logPage(ctx context.Context, id string, q LogsQuery) (*LogPage
 		}
 		return &LogPage{Lines: viewLines(lines), Next: cursorText(next)}, next, nil
 	}
-	page, err := s.bus.JobLogs(ctx, id, events.LogQuery{Attempt: q.Attempt, After: after, Since: q.Since, Limit: q.Limit})
+	page, err := s.bus.JobLogs(ctx, id, events.LogQuery{Attempt: q.Attempt, After: after, Since: q.Since, Limit: q.Limit, MaxBytes: q.maxBytes})
 	if err != nil {
 		return nil, page.Next, errUnavailable(err)
 	}

@@ -61,6 +61,9 @@ func (b *Bus) JobHistoryAfter(ctx context.Context, jobID string, after uint64, l
 	}
 }
 
+// directMaxBytes bounds the messages' bytes of one direct get's answer.
+const directMaxBytes = 1 << 20
+
 // directBatch asks the stream for up to n messages on subject from
 // sequence from on, in one direct get (the stream allows them), and hands
 // each to fn in order, with the subject it was stored on (subject may be a
@@ -72,7 +75,10 @@ func (b *Bus) directBatch(ctx context.Context, stream, subject string, from uint
 		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 	}
-	req := fmt.Appendf(nil, `{"seq":%d,"next_by_subj":%q,"batch":%d}`, from, subject, n)
+	// At most directMaxBytes an answer: a batch of large messages comes in
+	// several, rather than as one burst the connection may not keep up
+	// with.
+	req := fmt.Appendf(nil, `{"seq":%d,"next_by_subj":%q,"batch":%d,"max_bytes":%d}`, from, subject, n, directMaxBytes)
 	nc := b.readConn()
 	inbox := nc.NewInbox()
 	// Room for the whole answer (the batch and its end): a

@@ -323,7 +323,7 @@ func (id *Identity) WatcherCreds() (string, error) {
 		uc.Name = "spotwise-watcher"
 		uc.Sub.Allow.Add(watcherSubscribe()...)
 		uc.Sub.Allow.Add(WatcherInbox + ".>")
-		uc.Pub.Allow.Add(SubjectList, SubjectGet, "$JS.API.INFO",
+		uc.Pub.Allow.Add(SubjectList, SubjectGet, SubjectLogs, "$JS.API.INFO",
 			"$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.FC.>")
 		for _, s := range watchedStreams {
 			uc.Pub.Allow.Add("$JS.API.STREAM.INFO."+s, "$JS.API.CONSUMER.CREATE."+s, "$JS.API.CONSUMER.CREATE."+s+".>",

@@ -19,15 +19,19 @@ type LogQuery struct {
 	// Since keeps only lines at or after this time (zero: all).
 	Since time.Time
 	// Limit is the most lines a page holds (default and cap
-	// MaxLogPageLines).
-	Limit int
+	// MaxLogPageLines); MaxBytes the most text (default and cap
+	// MaxLogPageBytes; a page holds one line at least).
+	Limit    int
+	MaxBytes int
 }
 
-// Bounds of one read: a page holds at most MaxLogPageLines lines, and
-// reads at most MaxLogPageMessages batches to fill them (a page cut short
-// by it says More, and its Next goes on from there).
+// Bounds of one read: a page holds at most MaxLogPageLines lines and
+// MaxLogPageBytes of text, and reads at most MaxLogPageMessages batches to
+// fill them (a page cut short by any says More, and its Next goes on from
+// there). A tail holds as many lines, and as much text, at most.
 const (
 	MaxLogPageLines    = 5000
+	MaxLogPageBytes    = 4 << 20
 	MaxLogPageMessages = 2048
 )
 
@@ -48,10 +52,14 @@ const logReadBatch = 256
 // Batches that do not decode, or name another job or attempt than their
 // subject, are skipped.
 func (b *Bus) JobLogs(ctx context.Context, jobID string, q LogQuery) (LogPage, error) {
-	limit := q.Limit
+	limit, maxBytes := q.Limit, q.MaxBytes
 	if limit <= 0 || limit > MaxLogPageLines {
 		limit = MaxLogPageLines
 	}
+	if maxBytes <= 0 || maxBytes > MaxLogPageBytes {
+		maxBytes = MaxLogPageBytes
+	}
+	size := 0
 	page := LogPage{Next: q.After}
 	filter := JobLogsFilter(jobID, q.Attempt)
 	from := max(q.After.Seq, 1)
@@ -69,12 +77,13 @@ func (b *Bus) JobLogs(ctx context.Context, jobID string, q LogQuery) (LogPage, e
 				start = q.After.Line
 			}
 			for _, e := range lines[min(start, len(lines)):] {
-				if len(page.Lines) == limit {
+				if len(page.Lines) == limit || len(page.Lines) > 0 && size+len(e.Text) > maxBytes {
 					page.Next, page.More, stop = e.At, true, true
 					return
 				}
 				if q.Since.IsZero() || !e.Time.Before(q.Since) {
 					page.Lines = append(page.Lines, e)
+					size += len(e.Text)
 				}
 			}
 			page.Next = LogCursor{Seq: seq + 1}
@@ -99,8 +108,9 @@ func (b *Bus) JobLogs(ctx context.Context, jobID string, q LogQuery) (LogPage, e
 }
 
 // JobLogTail reads the last n lines of a job's output (one attempt's, or
-// every attempt's for 0) at or after since, oldest first, and the cursor
-// to follow the output from. It reads back from the newest batch, a
+// every attempt's for 0) at or after since, oldest first, at most
+// MaxLogPageBytes of text (the newest), and the cursor to follow the
+// output from. It reads back from the newest batch, a
 // growing span of the stream at a time, so a long output costs no more
 // than its tail.
 func (b *Bus) JobLogTail(ctx context.Context, jobID string, attempt, n int, since time.Time) ([]LogEntry, LogCursor, error) {
@@ -146,6 +156,13 @@ func (b *Bus) JobLogTail(ctx context.Context, jobID string, attempt, n int, sinc
 	}
 	if len(out) > n {
 		out = out[len(out)-n:]
+	}
+	size := 0
+	for i := len(out) - 1; i >= 0; i-- {
+		if size += len(out[i].Text); size > MaxLogPageBytes && i < len(out)-1 {
+			out = out[i+1:]
+			break
+		}
 	}
 	return out, next, nil
 }

@@ -353,3 +353,46 @@ func jetstreamOf(t *testing.T, b *events.Bus) (jetstream.JetStream, error) {
 	}
 	return js, nil
 }
+
+// TestJobLogsBoundTheirText: a page holds at most the text asked for (one
+// line at least), and the default bound holds for pages and tails of long
+// lines.
+func TestJobLogsBoundTheirText(t *testing.T) {
+	bus := eventstest.NewBus(t, nil)
+	id := job.NewID(logT0)
+	shipLines(t, bus, id, 1, numbered("thirty bytes of output, line", 10), 10, logT0) // "… line 0" is 31 bytes
+	page, err := bus.JobLogs(context.Background(), id, events.LogQuery{MaxBytes: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Lines) != 3 || !page.More {
+		t.Fatalf("a page of 100 bytes: %d lines, more %v", len(page.Lines), page.More)
+	}
+	if page, _ := bus.JobLogs(context.Background(), id, events.LogQuery{MaxBytes: 1}); len(page.Lines) != 1 {
+		t.Fatalf("a page of 1 byte: %d lines, want the one that does not fit", len(page.Lines))
+	}
+	if got := readAll(t, bus, id, events.LogQuery{MaxBytes: 100}); len(got) != 10 {
+		t.Fatalf("read by pages of 100 bytes: %d lines", len(got))
+	}
+
+	long := job.NewID(logT0.Add(time.Second))
+	lines := make([]string, 300) // 4.8 MB in all
+	for i := range lines {
+		lines[i] = fmt.Sprintf("%05d", i) + strings.Repeat("x", events.MaxLogLine-5)
+	}
+	shipLines(t, bus, long, 1, lines, 3, logT0)
+	page, err = bus.JobLogs(context.Background(), long, events.LogQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(page.Lines); n != events.MaxLogPageBytes/events.MaxLogLine || !page.More {
+		t.Fatalf("a page of long lines: %d lines (more %v), want %d", n, page.More, events.MaxLogPageBytes/events.MaxLogLine)
+	}
+	tail, _, err := bus.JobLogTail(context.Background(), long, 0, 5000, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(tail); n != events.MaxLogPageBytes/events.MaxLogLine || tail[n-1].Text != lines[299] {
+		t.Fatalf("a tail of long lines: %d lines ending %.5q", n, tail[n-1].Text)
+	}
+}

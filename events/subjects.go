@@ -30,6 +30,7 @@ const (
 	SubjectList   = "spotwise.jobs.list"
 	SubjectGet    = "spotwise.jobs.get"
 	SubjectCancel = "spotwise.jobs.cancel"
+	SubjectLogs   = "spotwise.jobs.logs"
 	// SubjectPendingReasons asks the active scheduler why a queued job is
 	// still pending (request {"id": ...}, reply {"reasons": [...]}). The
 	// reasons are recomputed every cycle, so they live in the scheduler's
