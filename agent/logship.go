@@ -79,7 +79,7 @@ type LogShipper struct {
 	tokens   float64
 	refilled time.Time
 	dropRate int // lines dropped over the rate since the last note
-	dropFull int // lines dropped for a full buffer since the last note
+	dropFull int // lines dropped since the last note for a full buffer, or not delivered
 	accepted int64
 	handled  int64
 	waiters  []flushWaiter
@@ -159,8 +159,11 @@ func (s *LogShipper) accept(stream, text string, total int) {
 		return
 	}
 	now := s.clock.Now()
-	if el := now.Sub(s.refilled); el > 0 {
+	switch el := now.Sub(s.refilled); {
+	case el > 0:
 		s.tokens = min(float64(s.o.Burst), s.tokens+el.Seconds()*s.o.Rate)
+		s.refilled = now
+	case el < 0: // the clock was set back: count from now
 		s.refilled = now
 	}
 	switch {
@@ -187,9 +190,9 @@ func (s *LogShipper) note(now time.Time) {
 	case s.dropFull == 0:
 		text = fmt.Sprintf("spotwise: %d lines dropped: over the rate limit of %g lines/s", s.dropRate, s.o.Rate)
 	case s.dropRate == 0:
-		text = fmt.Sprintf("spotwise: %d lines dropped: the output came faster than it could be sent", s.dropFull)
+		text = fmt.Sprintf("spotwise: %d lines dropped: they could not be sent in time (the bus was slow or away)", s.dropFull)
 	default:
-		text = fmt.Sprintf("spotwise: %d lines dropped: %d over the rate limit of %g lines/s, %d faster than they could be sent",
+		text = fmt.Sprintf("spotwise: %d lines dropped: %d over the rate limit of %g lines/s, %d not sent in time (the bus was slow or away)",
 			s.dropRate+s.dropFull, s.dropRate, s.o.Rate, s.dropFull)
 	}
 	s.dropRate, s.dropFull = 0, 0

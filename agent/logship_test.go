@@ -254,7 +254,7 @@ func TestLogShipperGivesUpOnAFailingBus(t *testing.T) {
 	s.mu.Unlock()
 	sh.Line(events.LogStdout, "back")
 	sh.Close(context.Background())
-	want := []string{"agent: spotwise: 2 lines dropped: the output came faster than it could be sent", "stdout: back"}
+	want := []string{"agent: spotwise: 2 lines dropped: they could not be sent in time (the bus was slow or away)", "stdout: back"}
 	if got := lineTexts(s.lines()); !slices.Equal(got, want) {
 		t.Fatalf("shipped %q, want %q", got, want)
 	}
