@@ -148,7 +148,7 @@ func (a *run) run(ctx context.Context) error {
 		return err
 	}
 	a.ship = NewLogShipper(c.Reporter, LogSource{JobID: c.JobID, Attempt: c.Attempt, Instance: c.InstanceID, Node: c.Node}, c.Clock, a.log, c.Logs)
-	defer a.closeOutput(ctx)
+	defer a.closeOutput(ctx, 2*time.Second) // stopped: the instance is going
 	a.dir = filepath.Join(c.WorkDir, "checkpoint")
 	a.pfile = filepath.Join(c.WorkDir, "progress")
 	if err := os.MkdirAll(a.dir, 0o755); err != nil {
@@ -165,7 +165,7 @@ func (a *run) run(ctx context.Context) error {
 	}
 	if err := a.start(resumeStep); err != nil {
 		a.ship.Line(events.LogAgent, "spotwise: "+err.Error())
-		a.closeOutput(ctx)
+		a.closeOutput(ctx, 10*time.Second)
 		a.report(ctx, &events.AgentReport{Kind: events.AgentExited, ExitCode: 127, Message: err.Error(), Progress: resume})
 		return err
 	}
@@ -218,7 +218,7 @@ func (a *run) run(ctx context.Context) error {
 			// The output's last lines are stored before the end is
 			// reported: a failed job's page and alert show them.
 			a.ship.Line(events.LogAgent, "spotwise: the workload exited with code "+strconv.Itoa(code))
-			a.closeOutput(ctx)
+			a.closeOutput(ctx, 10*time.Second)
 			a.report(ctx, &events.AgentReport{Kind: events.AgentExited, ExitCode: code, Progress: p, Message: errText(err)})
 			return nil
 		case req := <-requests:
@@ -313,9 +313,9 @@ func (a *run) start(resumeStep int64) error {
 	return nil
 }
 
-// closeOutput ships the rest of the output, within 10 seconds.
-func (a *run) closeOutput(ctx context.Context) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+// closeOutput ships the rest of the output, within wait.
+func (a *run) closeOutput(ctx context.Context, wait time.Duration) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
 	defer cancel()
 	a.ship.Close(cctx)
 }
