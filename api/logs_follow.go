@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -35,10 +36,11 @@ func (s *Service) followHTTP(w http.ResponseWriter, r *http.Request, id string, 
 		writeError(w, asError(err))
 		return
 	}
-	if n := s.follows.Add(1); n > MaxFollowers {
+	most := cmp.Or(s.maxFollows, MaxFollowers)
+	if n := s.follows.Add(1); n > int64(most) {
 		s.follows.Add(-1)
 		writeError(w, &Error{Status: http.StatusTooManyRequests, Code: CodeTooManyFollowers,
-			Message: fmt.Sprintf("this server already streams %d outputs; read pages (without follow) or try later", MaxFollowers)})
+			Message: fmt.Sprintf("this server already streams %d outputs; read pages (without follow) or try later", most)})
 		return
 	}
 	defer s.follows.Add(-1)

@@ -14,6 +14,7 @@ import (
 	"github.com/spotwise/spotwise/api"
 	"github.com/spotwise/spotwise/auth"
 	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/job"
 )
 
@@ -353,4 +354,45 @@ func TestLogsFollowOutlivesTheServersTimeouts(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no line after the timeouts")
 	}
+}
+
+// TestLogsFollowersAreBounded: past the bound a follow is refused (429,
+// saying why) while pages are still read; a follower that goes frees its
+// place.
+func TestLogsFollowersAreBounded(t *testing.T) {
+	e := newEnv(t)
+	api.SetMaxFollowers(e.svc, 1)
+	id := e.submit(spec())
+	e.ship(id, 1, t0, "hello")
+	ctx, cancel := context.WithCancel(t.Context())
+	first := make(chan string, 1)
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		_, _ = e.client.FollowLogs(ctx, id, api.LogsQuery{}, func(l api.LogLineView) error {
+			first <- l.Text
+			return nil
+		})
+	}()
+	if l := <-first; l != "hello" {
+		t.Fatalf("followed %q", l)
+	}
+	_, err := e.client.FollowLogs(t.Context(), id, api.LogsQuery{}, func(api.LogLineView) error { return nil })
+	if ae, ok := err.(*api.Error); !ok || ae.Status != http.StatusTooManyRequests || ae.Code != api.CodeTooManyFollowers {
+		t.Fatalf("a second follower: %v, want 429 %s", err, api.CodeTooManyFollowers)
+	}
+	if page, err := e.client.Logs(t.Context(), id, api.LogsQuery{}); err != nil || len(page.Lines) != 1 {
+		t.Fatalf("a page while the follows are taken: %v", err)
+	}
+	cancel()
+	<-ended
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		ctx, stop := context.WithCancel(t.Context())
+		defer stop()
+		_, err := e.client.FollowLogs(ctx, id, api.LogsQuery{}, func(api.LogLineView) error { return errStop })
+		if err != errStop {
+			return fmt.Errorf("a follower after the first went: %v", err)
+		}
+		return nil
+	})
 }

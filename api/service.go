@@ -27,8 +27,10 @@ type Service struct {
 	ix    *index
 	hist  *histories
 	authn *auth.Authenticator
-	// follows counts the outputs streamed now (at most MaxFollowers).
-	follows atomic.Int64
+	// follows counts the outputs streamed now, at most maxFollows
+	// (MaxFollowers when zero).
+	follows    atomic.Int64
+	maxFollows int
 }
 
 // NewService returns the job API over a bus; vocab is what specs are
