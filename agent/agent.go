@@ -77,8 +77,14 @@ type Config struct {
 	// default 1s); Heartbeat how often a heartbeat is sent (default 30s).
 	Progress  time.Duration
 	Heartbeat time.Duration
-	// Stdout and Stderr receive the workload's output (default: the log).
+	// Stdout and Stderr receive the workload's output (default: the log)
+	// besides the log stream, where it is shipped through the Reporter.
 	Stdout, Stderr io.Writer
+	// Node is the instance's node rank in a job of several nodes (its
+	// output's lines say so).
+	Node int
+	// Logs bounds the shipping of the output (defaults: LogShipOptions).
+	Logs LogShipOptions
 }
 
 // Run runs one attempt of a job's workload beside it, to the end: it waits
@@ -120,6 +126,8 @@ type run struct {
 	// the deadline it was taken for (zero when none was).
 	lastReport *events.AgentReport
 	covered    time.Time
+	// ship sends the workload's output to the log stream.
+	ship *LogShipper
 }
 
 func (a *run) run(ctx context.Context) error {
@@ -139,6 +147,8 @@ func (a *run) run(ctx context.Context) error {
 	if err := waitToStart(ctx, c.Clock, c.Workload.StartAfter, requests); err != nil {
 		return err
 	}
+	a.ship = NewLogShipper(c.Reporter, LogSource{JobID: c.JobID, Attempt: c.Attempt, Instance: c.InstanceID, Node: c.Node}, c.Clock, a.log, c.Logs)
+	defer a.closeOutput(ctx, 2*time.Second) // stopped: the instance is going
 	a.dir = filepath.Join(c.WorkDir, "checkpoint")
 	a.pfile = filepath.Join(c.WorkDir, "progress")
 	if err := os.MkdirAll(a.dir, 0o755); err != nil {
@@ -150,7 +160,12 @@ func (a *run) run(ctx context.Context) error {
 	if restored != nil {
 		resumeStep, resume = restored.Step, restored.Progress
 	}
+	if restored != nil {
+		a.ship.Line(events.LogAgent, fmt.Sprintf("spotwise: resuming from the checkpoint of attempt %d at %.1f%% (step %d)", restored.Attempt, restored.Progress*100, restored.Step))
+	}
 	if err := a.start(resumeStep); err != nil {
+		a.ship.Line(events.LogAgent, "spotwise: "+err.Error())
+		a.closeOutput(ctx, 10*time.Second)
 		a.report(ctx, &events.AgentReport{Kind: events.AgentExited, ExitCode: 127, Message: err.Error(), Progress: resume})
 		return err
 	}
@@ -200,6 +215,10 @@ func (a *run) run(ctx context.Context) error {
 			if code == 0 {
 				p = 1
 			}
+			// The output's last lines are stored before the end is
+			// reported: a failed job's page and alert show them.
+			a.ship.Line(events.LogAgent, "spotwise: the workload exited with code "+strconv.Itoa(code))
+			a.closeOutput(ctx, 10*time.Second)
 			a.report(ctx, &events.AgentReport{Kind: events.AgentExited, ExitCode: code, Progress: p, Message: errText(err)})
 			return nil
 		case req := <-requests:
@@ -294,8 +313,22 @@ func (a *run) start(resumeStep int64) error {
 	return nil
 }
 
-// output is where the workload's stream goes: w, or the log line by line.
+// closeOutput ships the rest of the output, within wait.
+func (a *run) closeOutput(ctx context.Context, wait time.Duration) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
+	defer cancel()
+	a.ship.Close(cctx)
+}
+
+// output is where the workload's stream goes: the log stream, and w or
+// the log line by line.
 func (a *run) output(w io.Writer, stream string) io.Writer {
+	return io.MultiWriter(a.ship.Writer(stream), a.local(w, stream))
+}
+
+// local is where the workload's stream goes on the instance: w, or the
+// log line by line.
+func (a *run) local(w io.Writer, stream string) io.Writer {
 	if w != nil {
 		return w
 	}

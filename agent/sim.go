@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"sync"
@@ -32,7 +33,10 @@ type GPULookup func(provider, instanceType string) (gpu string, ok bool)
 // the plan's interval (each pauses the work for the checkpoint's duration
 // and stores a real, small checkpoint), a replacement resumes from the
 // newest good checkpoint of earlier attempts, and the exit comes when the
-// work is done. It reports exactly what a real agent reports.
+// work is done. It reports exactly what a real agent reports, and writes
+// output as a training script would (where it runs, where it resumed
+// from, its progress every 5%, each checkpoint saved, its end), shipped
+// to the log stream by the real agent's LogShipper.
 type SimWorkload struct {
 	Clock      clock.Clock
 	Reporter   Reporter
@@ -46,6 +50,8 @@ type SimWorkload struct {
 	Control Answerer
 	// Steps is how many progress reports a full run sends (default 20).
 	Steps int
+	// Logs bounds the shipping of the output (defaults: LogShipOptions).
+	Logs LogShipOptions
 
 	// active counts the runs doing something now, not parked waiting for
 	// the clock or a request; parked holds the parked runs' request
@@ -109,8 +115,15 @@ func (s *SimWorkload) Start(inst providers.Instance, w providers.Workload) (stop
 		log.Error("cannot size simulated workload", zap.Error(err))
 		return func() {}
 	}
+	gpu, ok := "", false
+	if s.GPUOf != nil {
+		gpu, ok = s.GPUOf(inst.Provider, inst.InstanceType)
+	}
+	if !ok {
+		gpu = w.ReferenceGPU
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &simRun{s: s, inst: inst, w: w, runtime: runtime, log: log, ctx: ctx, cancel: cancel, ended: make(chan struct{})}
+	r := &simRun{s: s, inst: inst, w: w, runtime: runtime, log: log, ctx: ctx, cancel: cancel, ended: make(chan struct{}), gpu: gpu}
 	s.active.Add(1) // until loop parks or ends
 	go r.loop()
 	return r.stop
@@ -142,6 +155,9 @@ type simRun struct {
 	restored *checkpoint.Manifest // the checkpoint it resumed from
 	start    time.Time            // when this instance's work began
 	paused   time.Duration        // time spent checkpointing (no progress)
+	gpu      string               // what the work runs on
+	out      *LogShipper          // the run's output
+	nextLine float64              // the progress its next progress line is for
 }
 
 func (r *simRun) stop() {
@@ -260,6 +276,10 @@ func (r *simRun) loop() {
 	if !r.begin(requests) {
 		return
 	}
+	r.out = NewLogShipper(r.s.Reporter, LogSource{JobID: r.inst.JobID, Attempt: r.inst.Attempt, Instance: r.inst.ID, Node: r.inst.Node},
+		r.s.Clock, r.log, r.s.Logs)
+	defer r.closeOutput(time.Second) // stopped: what is not out in a second is lost with the instance
+	r.greet()
 	started := &events.AgentReport{Kind: events.AgentStarted, Progress: r.progressAt(r.s.Clock.Now())}
 	if r.restored != nil {
 		started.Checkpoint = refOf(*r.restored, r.restored.CreatedAt)
@@ -281,7 +301,10 @@ func (r *simRun) loop() {
 	for {
 		now := r.s.Clock.Now()
 		finish := r.finish()
+		r.progressLine(now)
 		if !now.Before(finish) {
+			r.print(events.LogStdout, fmt.Sprintf("training finished: step %d/%d; exiting with code 0", simSteps, simSteps))
+			r.closeOutput(10 * time.Second) // the output is stored before the end is reported
 			r.report(&events.AgentReport{Kind: events.AgentExited, Progress: 1})
 			return
 		}
@@ -295,6 +318,9 @@ func (r *simRun) loop() {
 		wake := finish
 		if nextReport.Before(wake) {
 			wake = nextReport
+		}
+		if at := r.timeAt(r.nextLine); r.nextLine < 1 && at.Before(wake) {
+			wake = at
 		}
 		if !nextPeriodic.IsZero() && nextPeriodic.Before(wake) {
 			wake = nextPeriodic
@@ -343,12 +369,14 @@ func (r *simRun) checkpoint(why string) bool {
 			return false
 		}
 		r.log.Warn("storing checkpoint", zap.String("reason", why), zap.Error(err))
+		r.print(events.LogStderr, fmt.Sprintf("checkpoint at %.1f%% failed: %v", progress*100, err))
 		return r.report(&events.AgentReport{Kind: events.AgentCheckpointFailed, Progress: progress, Message: err.Error()})
 	}
 	ref := refOf(m, r.s.Clock.Now())
 	if r.w.Checkpoint.SizeGB > 0 {
 		ref.Size = int64(r.w.Checkpoint.SizeGB * (1 << 30))
 	}
+	r.print(events.LogStdout, fmt.Sprintf("checkpoint saved at %.1f%% (step %d, %s)", progress*100, simStep(progress), why))
 	return r.report(&events.AgentReport{Kind: events.AgentCheckpoint, Progress: progress, Checkpoint: ref, Message: why})
 }
 
@@ -379,4 +407,62 @@ func (r *simRun) report(rep *events.AgentReport) bool {
 		case <-t.C:
 		}
 	}
+}
+
+// simSteps is how many steps the simulated training has in all.
+const simSteps = 10000
+
+// simLineEvery is the progress between two progress lines.
+const simLineEvery = 0.05
+
+func simStep(progress float64) int64 { return int64(math.Round(progress * simSteps)) }
+
+// print writes a line of the run's output.
+func (r *simRun) print(stream, text string) {
+	if r.out != nil {
+		r.out.Line(stream, text)
+	}
+}
+
+// greet writes where the run is and where it starts from.
+func (r *simRun) greet() {
+	in := r.inst
+	r.print(events.LogStdout, fmt.Sprintf("starting on %s (%s %s %s, %s) for job %s attempt %d",
+		in.ID, in.Provider, in.Zone, in.InstanceType, r.gpu, in.JobID, in.Attempt))
+	switch {
+	case r.restored != nil:
+		r.print(events.LogStdout, fmt.Sprintf("resuming from checkpoint at %.1f%% (step %d, saved by attempt %d)",
+			r.resume*100, simStep(r.resume), r.restored.Attempt))
+	case r.resume > 0:
+		r.print(events.LogStdout, fmt.Sprintf("resuming at %.1f%% (step %d)", r.resume*100, simStep(r.resume)))
+	default:
+		r.print(events.LogStdout, fmt.Sprintf("starting from step 0 of %d", simSteps))
+	}
+	r.nextLine = (math.Floor(r.resume/simLineEvery+1e-9) + 1) * simLineEvery
+}
+
+// timeAt is when the work reaches progress p, given the pauses so far.
+func (r *simRun) timeAt(p float64) time.Time {
+	return r.start.Add(r.paused + time.Duration((p-r.resume)*float64(r.runtime)))
+}
+
+// progressLine writes one line when the work has passed the next 5% mark
+// (one, however many marks it passed at once).
+func (r *simRun) progressLine(now time.Time) {
+	p := r.progressAt(now)
+	if r.nextLine >= 1 || p+1e-9 < r.nextLine || p >= 1 {
+		return
+	}
+	r.print(events.LogStdout, fmt.Sprintf("step %d/%d (%.0f%%)", simStep(p), simSteps, p*100))
+	r.nextLine = (math.Floor(p/simLineEvery+1e-9) + 1) * simLineEvery
+}
+
+// closeOutput ships the rest of the run's output, within wait.
+func (r *simRun) closeOutput(wait time.Duration) {
+	if r.out == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	r.out.Close(ctx)
 }

@@ -40,12 +40,24 @@ type recorder struct {
 	mu       sync.Mutex
 	reports  []events.AgentReport
 	subjects []string
+	output   []string // the lines of output shipped
 	calls    int
 	failures int  // calls left to fail
 	block    bool // every call waits for its context to end
 }
 
 func (r *recorder) Publish(ctx context.Context, subject string, p events.Payload, _ ...events.PublishOption) error {
+	if b, ok := p.(*events.LogBatch); ok { // the run's output, kept apart from its reports
+		if err := b.Validate(); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, l := range b.Lines {
+			r.output = append(r.output, l.Text)
+		}
+		return nil
+	}
 	r.mu.Lock()
 	r.calls++
 	block := r.block
@@ -86,6 +98,12 @@ func (r *recorder) exited() bool {
 		}
 	}
 	return false
+}
+
+func (r *recorder) lines() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.output...)
 }
 
 func (r *recorder) callCount() int {

@@ -22,18 +22,22 @@ type item struct {
 	time     time.Time
 	source   string
 	received time.Time
+	// logTail is the end of a failed job's output (see logTail).
+	logTail []string
 }
 
 // TemplateData is what a user template is executed with: the alert's
 // fields (.Severity, .Kind, .JobID, .Summary, .Details, .Ongoing,
-// .Resolved) and its envelope's
-// ID, Time and Source, and the webhook's name.
+// .Resolved) and its envelope's ID, Time and Source, the webhook's name,
+// and for a job-failed alert the last lines of the job's output
+// (.LogTail).
 type TemplateData struct {
 	events.Alert
 	ID      string
 	Time    time.Time
 	Source  string
 	Webhook string
+	LogTail []string
 }
 
 var templateFuncs = template.FuncMap{
@@ -63,7 +67,7 @@ func newRenderer(w Webhook) (renderer, error) {
 		}
 		return func(it item) ([]byte, error) {
 			var buf bytes.Buffer
-			data := TemplateData{Alert: it.alert, ID: it.id, Time: it.time, Source: it.source, Webhook: w.Name}
+			data := TemplateData{Alert: it.alert, ID: it.id, Time: it.time, Source: it.source, Webhook: w.Name, LogTail: it.logTail}
 			if err := t.Execute(&buf, data); err != nil {
 				return nil, fmt.Errorf("executing the template: %w", err)
 			}
@@ -148,6 +152,12 @@ func slackBody(it item) ([]byte, error) {
 	for chunk := range slices.Chunk(fields, slackFieldsPerSec) {
 		msg.Blocks = append(msg.Blocks, slackBlock{Type: "section", Fields: chunk})
 	}
+	if len(it.logTail) > 0 {
+		// A code block, which no fence in the output may end early.
+		tail := strings.ReplaceAll(logTailText(it.logTail), "```", "`\u200b``")
+		msg.Blocks = append(msg.Blocks, slackBlock{Type: "section", Text: &slackText{Type: "mrkdwn",
+			Text: "*Last lines of output*\n```" + slackTruncate(tail, slackTextMax-32) + "```"}})
+	}
 	footer := "spotwise"
 	if it.source != "" {
 		footer += " · " + it.source
@@ -220,6 +230,9 @@ func alertmanagerBody(it item, w Webhook) ([]byte, error) {
 	annotations := map[string]string{"summary": a.Summary}
 	if desc.Len() > 0 {
 		annotations["description"] = strings.TrimSuffix(desc.String(), "\n")
+	}
+	if len(it.logTail) > 0 {
+		annotations["log_tail"] = logTailText(it.logTail)
 	}
 	at := it.received.UTC()
 	am := amAlert{Labels: labels, Annotations: annotations, StartsAt: at, EndsAt: at.Add(w.ResolveTimeout)}

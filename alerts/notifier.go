@@ -46,6 +46,7 @@ type consumer interface {
 // Notifier delivers the alerts on the alert stream to webhooks.
 type Notifier struct {
 	bus      consumer
+	logs     logReader // a failed job's last lines, for its alert
 	log      *zap.Logger
 	clock    clock.Clock
 	sinks    []*sink
@@ -72,7 +73,7 @@ func New(cfg Config, bus *events.Bus, log *zap.Logger, opts ...Option) (*Notifie
 		log = zap.NewNop()
 	}
 	cfg = cfg.withDefaults()
-	n := &Notifier{bus: bus, log: log, clock: o.clock}
+	n := &Notifier{bus: bus, logs: bus, log: log, clock: o.clock}
 	for _, w := range cfg.Webhooks {
 		s, err := newSink(w, cfg, o.client, o.clock, log)
 		if err != nil {
@@ -138,7 +139,7 @@ func (n *Notifier) handle(ctx context.Context, m events.Message) error {
 		n.ignored.Add(1)
 		return events.Drop(fmt.Errorf("a %s event on %s, which carries alerts", m.Envelope.Type, m.Subject))
 	}
-	it := item{alert: *a, id: m.Envelope.ID, time: m.Envelope.Time, source: m.Envelope.Source, received: n.clock.Now()}
+	it := item{alert: *a, id: m.Envelope.ID, time: m.Envelope.Time, source: m.Envelope.Source, received: n.clock.Now(), logTail: n.logTail(ctx, a)}
 	for _, s := range n.sinks {
 		s.offer(it)
 	}

@@ -41,6 +41,7 @@ func (s *Service) Handler(extra map[string]http.Handler) http.Handler {
 	handle("/v1/jobs/{id}", http.HandlerFunc(s.jobsItem))
 	handle("GET /v1/jobs/{id}/events", http.HandlerFunc(s.jobEventsHTTP))
 	handle("GET /v1/events", http.HandlerFunc(s.eventsHTTP))
+	handle("GET /v1/jobs/{id}/logs", http.HandlerFunc(s.logsHTTP))
 	handle("/v1/tokens", http.HandlerFunc(s.tokensCollection))
 	handle("/v1/tokens/{id}", http.HandlerFunc(s.tokensItem))
 	handle("/v1/audit", http.HandlerFunc(s.auditHTTP))

@@ -37,11 +37,25 @@ type ListRequest struct {
 	After    string `json:"after,omitempty"`
 }
 
-// Reply is the body of every reply: one of Job, List or Error is set.
+// LogsRequest is the body of spotwise.jobs.logs: the parameters of GET
+// /v1/jobs/{id}/logs (since as a duration back from now or an RFC 3339
+// time), without follow.
+type LogsRequest struct {
+	ID      string `json:"id"`
+	Attempt int    `json:"attempt,omitempty"`
+	Tail    int    `json:"tail,omitempty"`
+	Since   string `json:"since,omitempty"`
+	After   string `json:"after,omitempty"`
+	Limit   int    `json:"limit,omitempty"`
+}
+
+// Reply is the body of every reply: one of Job, List, Logs or Error is
+// set.
 type Reply struct {
 	Job     *JobView `json:"job,omitempty"`
 	Created bool     `json:"created,omitempty"`
 	List    *JobList `json:"list,omitempty"`
+	Logs    *LogPage `json:"logs,omitempty"`
 	Error   *Error   `json:"error,omitempty"`
 }
 
@@ -52,6 +66,7 @@ func (s *Service) ServeNATS(bus *events.Bus) (stop func(), err error) {
 		events.SubjectGet:    s.authNATS(s.natsGet),
 		events.SubjectCancel: s.authNATS(s.natsCancel),
 		events.SubjectList:   s.authNATS(s.natsList),
+		events.SubjectLogs:   s.authNATS(s.natsLogs),
 	}
 	var stops []func()
 	stopAll := func() {

@@ -76,6 +76,8 @@ func TestOpenAPISchemasHaveEveryFieldOfTheirType(t *testing.T) {
 		"StreamJob":      reflect.TypeFor[api.StreamJob](),
 		"StreamEnd":      reflect.TypeFor[api.StreamEnd](),
 		"StreamGap":      reflect.TypeFor[api.StreamGap](),
+		"LogLine":        reflect.TypeFor[api.LogLineView](),
+		"LogPage":        reflect.TypeFor[api.LogPage](),
 		"Error":          reflect.TypeFor[api.Error](),
 		"FieldError":     reflect.TypeFor[job.FieldError](),
 		"Placement":      reflect.TypeFor[job.Placement](),

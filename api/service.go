@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -29,6 +30,10 @@ type Service struct {
 	hub   *hub
 	// market is the price feed's offers, for the dashboard.
 	market *market
+	// follows counts the outputs streamed now, at most maxFollows
+	// (MaxFollowers when zero).
+	follows    atomic.Int64
+	maxFollows int
 }
 
 // NewService returns the job API over a bus; vocab is what specs are
@@ -221,7 +226,11 @@ func (s *Service) viewSettled(ctx context.Context, rec *job.Record, settled bool
 	if rec.Status.State == job.Queued {
 		reasons = s.pendingReasons(ctx, rec.ID, history)
 	}
-	return viewOf(rec, s.clock.Now(), reasons, history), nil
+	v := viewOf(rec, s.clock.Now(), reasons, history)
+	if rec.Status.State == job.Failed {
+		v.LogTail = s.logTail(ctx, rec.ID)
+	}
+	return v, nil
 }
 
 // pendingAnswer is how long a view waits for the scheduler to say why a

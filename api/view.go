@@ -46,6 +46,9 @@ type JobView struct {
 	Checkpoint  *job.CheckpointRef `json:"checkpoint,omitempty"`
 	Preemptions int                `json:"preemptions"`
 	Spec        *job.Spec          `json:"spec,omitempty"`
+	// LogTail is the last lines of a failed job's output (at most
+	// LogTailLines; GET /v1/jobs/{id}/logs has all of it).
+	LogTail []LogLineView `json:"log_tail,omitempty"`
 }
 
 // Estimate is the scheduler's expectation for an attempt.

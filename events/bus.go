@@ -44,6 +44,9 @@ type Config struct {
 	// LeaseTTL is how long a lease outlives its last renewal (default
 	// DefaultLeaseTTL).
 	LeaseTTL time.Duration
+	// Logs is how long and how much of jobs' output the log stream keeps
+	// (zero: DefaultLogsMaxAge, DefaultLogsMaxBytes).
+	Logs LogRetention
 	// Client binds to the streams and buckets a server created instead of
 	// creating them.
 	Client bool
@@ -148,6 +151,7 @@ type Bus struct {
 	tokens   *KV
 	leases   jetstream.KeyValue
 	leaseTTL time.Duration
+	logs     LogRetention
 	garbled  atomic.Int64
 	dropMu   sync.Mutex
 	dropped  map[DropKey]int64
@@ -201,7 +205,7 @@ func Open(ctx context.Context, cfg Config, source string, clk clock.Clock, log *
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	b := &Bus{log: log, clock: clk, source: source, replicas: max(1, cfg.Replicas), leaseTTL: cfg.LeaseTTL, closing: make(chan struct{})}
+	b := &Bus{log: log, clock: clk, source: source, replicas: max(1, cfg.Replicas), leaseTTL: cfg.LeaseTTL, logs: cfg.Logs, closing: make(chan struct{})}
 	if b.leaseTTL <= 0 {
 		b.leaseTTL = DefaultLeaseTTL
 	}
@@ -409,7 +413,7 @@ func (b *Bus) ensure(ctx context.Context, client bool) error {
 			kvs[kc.Bucket] = kv
 		}
 	} else {
-		for _, sc := range streamConfigs(b.replicas) {
+		for _, sc := range streamConfigs(b.replicas, b.logs) {
 			if err := b.untilJetStreamAnswers(ctx, "stream "+sc.Name, func(ctx context.Context) error {
 				_, err := b.js.CreateOrUpdateStream(ctx, sc)
 				return err

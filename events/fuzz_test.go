@@ -40,6 +40,8 @@ func examplePayloads(now time.Time) []Payload {
 		&Alert{Severity: SeverityWarning, Kind: "preemption", JobID: id, Summary: "job bert preempted", Details: map[string]string{"zone": "us-east-1a"}},
 		&AuditRecord{Action: "job.cancel", Principal: "token:abcdefghijklmnop", Name: "ci", Team: "nlp", Role: "submitter",
 			Target: id, TargetTeam: "nlp", Source: "127.0.0.1:50000", Outcome: "ok"},
+		&LogBatch{JobID: id, Attempt: 2, Instance: in.ID, Seq: 1, Lines: []LogLine{{Time: now, Stream: LogStdout, Text: "step 10/100"},
+			{Time: now, Stream: LogAgent, Text: "spotwise: 3 lines dropped"}}},
 	}
 }
 

@@ -37,7 +37,7 @@ func (b *Bus) JobHistoryAfter(ctx context.Context, jobID string, after uint64, l
 	var out []HistoryEntry
 	from := after + 1
 	for {
-		last, more, err := b.directBatch(ctx, StreamJobs, subj, from, historyBatch, func(seq uint64, data []byte) {
+		last, more, err := b.directBatch(ctx, StreamJobs, subj, from, historyBatch, func(seq uint64, _ string, data []byte) {
 			env, p, err := Decode(data)
 			if err != nil {
 				return // a garbled entry is skipped, not fatal to the history
@@ -61,17 +61,24 @@ func (b *Bus) JobHistoryAfter(ctx context.Context, jobID string, after uint64, l
 	}
 }
 
+// directMaxBytes bounds the messages' bytes of one direct get's answer.
+const directMaxBytes = 1 << 20
+
 // directBatch asks the stream for up to n messages on subject from
 // sequence from on, in one direct get (the stream allows them), and hands
-// each to fn in order. It returns the sequence of the last one and whether
-// the subject has more after it.
-func (b *Bus) directBatch(ctx context.Context, stream, subject string, from uint64, n int, fn func(seq uint64, data []byte)) (last uint64, more bool, err error) {
+// each to fn in order, with the subject it was stored on (subject may be a
+// filter with wildcards). It returns the sequence of the last one and
+// whether the subject has more after it.
+func (b *Bus) directBatch(ctx context.Context, stream, subject string, from uint64, n int, fn func(seq uint64, subject string, data []byte)) (last uint64, more bool, err error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 	}
-	req := fmt.Appendf(nil, `{"seq":%d,"next_by_subj":%q,"batch":%d}`, from, subject, n)
+	// At most directMaxBytes an answer: a batch of large messages comes in
+	// several, rather than as one burst the connection may not keep up
+	// with.
+	req := fmt.Appendf(nil, `{"seq":%d,"next_by_subj":%q,"batch":%d,"max_bytes":%d}`, from, subject, n, directMaxBytes)
 	nc := b.readConn()
 	inbox := nc.NewInbox()
 	// Room for the whole answer (the batch and its end): a
@@ -108,13 +115,13 @@ func (b *Bus) directBatch(ctx context.Context, stream, subject string, from uint
 			return last, false, errors.New("direct get: a message without a sequence, or out of order")
 		}
 		last = seq
-		fn(seq, m.Data)
+		fn(seq, m.Header.Get("Nats-Subject"), m.Data)
 	}
 }
 
-// DeleteJobs removes jobs from the store: each one's history, then its
-// record (and the record's older revisions). It returns how many it
-// removed before an error; a job already gone is not an error.
+// DeleteJobs removes jobs from the store: each one's history and output,
+// then its record (and the record's older revisions). It returns how many
+// it removed before an error; a job already gone is not an error.
 func (b *Bus) DeleteJobs(ctx context.Context, ids []string) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
@@ -123,9 +130,16 @@ func (b *Bus) DeleteJobs(ctx context.Context, ids []string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	logs, err := b.js.Stream(ctx, StreamLogs)
+	if err != nil {
+		return 0, err
+	}
 	for i, id := range ids {
 		if err := st.Purge(ctx, jetstream.WithPurgeSubject(JobEventsSubject(id))); err != nil {
 			return i, fmt.Errorf("history of %s: %w", id, err)
+		}
+		if err := logs.Purge(ctx, jetstream.WithPurgeSubject(JobLogsFilter(id, 0))); err != nil {
+			return i, fmt.Errorf("output of %s: %w", id, err)
 		}
 		if err := b.jobs.purge(ctx, id); err != nil {
 			return i, fmt.Errorf("record of %s: %w", id, err)
@@ -159,7 +173,7 @@ func (b *Bus) Recent(ctx context.Context, stream, subject string, n int, fn func
 	}
 	var got []msg
 	for {
-		end, more, err := b.directBatch(ctx, stream, subject, from, historyBatch, func(seq uint64, data []byte) {
+		end, more, err := b.directBatch(ctx, stream, subject, from, historyBatch, func(seq uint64, _ string, data []byte) {
 			got = append(got, msg{seq, data})
 			if len(got) > n {
 				got = got[1:]

@@ -33,7 +33,8 @@ import (
 //     API tokens);
 //   - one user per launched attempt, for its agent, signed by a signing key
 //     of its own: it may publish only its own job's and attempt's agent
-//     subjects and receive only its own control requests; it expires
+//     subjects (reports, notices, renewals, output) and receive only its
+//     own control requests; it expires
 //     (AgentCredentialTTL; the agent renews it while its attempt lives)
 //     and is revoked in the account's claims when the attempt ends.
 //
@@ -322,7 +323,7 @@ func (id *Identity) WatcherCreds() (string, error) {
 		uc.Name = "spotwise-watcher"
 		uc.Sub.Allow.Add(watcherSubscribe()...)
 		uc.Sub.Allow.Add(WatcherInbox + ".>")
-		uc.Pub.Allow.Add(SubjectList, SubjectGet, "$JS.API.INFO",
+		uc.Pub.Allow.Add(SubjectList, SubjectGet, SubjectLogs, "$JS.API.INFO",
 			"$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.FC.>")
 		for _, s := range watchedStreams {
 			uc.Pub.Allow.Add("$JS.API.STREAM.INFO."+s, "$JS.API.CONSUMER.CREATE."+s, "$JS.API.CONSUMER.CREATE."+s+".>",
@@ -369,7 +370,7 @@ func (id *Identity) AgentCreds(jobID string, attempt int, now time.Time) (string
 		uc.Expires = now.Add(id.ttl()).Unix()
 		uc.Tags.Add("job:"+jobID, "attempt:"+strconv.Itoa(attempt))
 		uc.Pub.Allow.Add(AgentSubject(jobID, attempt), CredentialsSubject(jobID, attempt),
-			AgentInterruptionsSubject("*", "*", jobID, attempt))
+			AgentInterruptionsSubject("*", "*", jobID, attempt), LogSubject(jobID, attempt))
 		uc.Sub.Allow.Add(AgentControlSubject(jobID, attempt), AgentInbox(jobID, attempt)+".>")
 		// The metadata bucket holds only the simulated clock, which the
 		// simulated cloud's agent processes keep: reading it is harmless.

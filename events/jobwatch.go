@@ -71,7 +71,7 @@ func (b *Bus) JobEventsAfter(ctx context.Context, after uint64, limit int) (_ []
 	var out []HistoryEntry
 	from := after + 1
 	for {
-		last, more, err := b.directBatch(ctx, StreamJobs, AllJobEvents, from, historyBatch, func(seq uint64, data []byte) {
+		last, more, err := b.directBatch(ctx, StreamJobs, AllJobEvents, from, historyBatch, func(seq uint64, _ string, data []byte) {
 			env, p, err := Decode(data)
 			if err != nil {
 				return

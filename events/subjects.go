@@ -30,6 +30,7 @@ const (
 	SubjectList   = "spotwise.jobs.list"
 	SubjectGet    = "spotwise.jobs.get"
 	SubjectCancel = "spotwise.jobs.cancel"
+	SubjectLogs   = "spotwise.jobs.logs"
 	// SubjectPendingReasons asks the active scheduler why a queued job is
 	// still pending (request {"id": ...}, reply {"reasons": [...]}). The
 	// reasons are recomputed every cycle, so they live in the scheduler's
@@ -171,6 +172,8 @@ func EventTypeOn(subject string) (string, bool) {
 		return TypeAlert, true
 	case under(subjectAudit):
 		return TypeAudit, true
+	case under(subjectLogs):
+		return TypeLogBatch, true
 	}
 	return "", false
 }
@@ -212,7 +215,8 @@ const (
 
 // streamConfigs is the retention of every stream, written down once. Limits
 // keep the store bounded on a laptop; a cluster raises replicas.
-func streamConfigs(replicas int) []jetstream.StreamConfig {
+func streamConfigs(replicas int, logs LogRetention) []jetstream.StreamConfig {
+	logs = logs.withDefaults()
 	day := 24 * time.Hour
 	mk := func(name, desc string, subjects []string, age time.Duration, bytes int64, perSubject int64) jetstream.StreamConfig {
 		return jetstream.StreamConfig{
@@ -247,6 +251,8 @@ func streamConfigs(replicas int) []jetstream.StreamConfig {
 			[]string{subjectAlerts + ".>"}, 30*day, 256<<20, 0),
 		mk(StreamAudit, "who did what: every call that changes something, allowed or refused",
 			[]string{AllAudit}, 400*day, 1<<30, 0),
+		mk(StreamLogs, "jobs' output (stdout, stderr), one subject per attempt",
+			[]string{AllLogs}, logs.MaxAge, logs.MaxBytes, LogMessagesPerAttempt),
 	}
 }
 

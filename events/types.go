@@ -41,6 +41,7 @@ var registry = map[string]func() Payload{
 	TypeAgentControl: func() Payload { return new(AgentControl) },
 	TypeAlert:        func() Payload { return new(Alert) },
 	TypeAudit:        func() Payload { return new(AuditRecord) },
+	TypeLogBatch:     func() Payload { return new(LogBatch) },
 }
 
 // AuditRecord is one call that changes something (a submission, a

@@ -24,7 +24,7 @@ func newAgentCmd() *cobra.Command {
 	var (
 		natsURL, creds, jobID, instance, workloadFile, storeURI, workDir string
 		noticesFrom, region, metadataURL                                 string
-		attempt                                                          int
+		attempt, node                                                    int
 		workSeconds, speed                                               float64
 		simClock                                                         bool
 	)
@@ -35,7 +35,9 @@ func newAgentCmd() *cobra.Command {
 good checkpoint, starts the job's command with the SPOTWISE_* environment
 (see agent/PROTOCOL.md), reports progress and heartbeats over NATS,
 checkpoints when the scheduler asks or the instance's metadata warns, uploads
-each completed checkpoint, and reports the exit.
+each completed checkpoint, and reports the exit. The workload's stdout and
+stderr are shipped to the job's log stream (spotwise logs) as well as
+printed.
 
 --notices aws polls the EC2 instance metadata (IMDSv2: spot instance-action,
 rebalance recommendation, scheduled events); --notices azure polls Azure
@@ -110,7 +112,7 @@ scheduler (with --region) so the replacement starts at once.`,
 				WorkSeconds: workSeconds, ClockSpeed: speed, WorkDir: workDir,
 				Reporter: bus, Control: bus, Checkpoints: store, Clock: clk, Log: log, Executable: exe,
 				Notices: src, Provider: provider, Region: region,
-				Stdout: os.Stdout, Stderr: os.Stderr,
+				Stdout: os.Stdout, Stderr: os.Stderr, Node: node,
 			})
 		},
 	}
@@ -120,6 +122,7 @@ scheduler (with --region) so the replacement starts at once.`,
 	f.StringVar(&jobID, "job", "", "job ID")
 	f.IntVar(&attempt, "attempt", 1, "attempt number")
 	f.StringVar(&instance, "instance", "", "this instance's ID")
+	f.IntVar(&node, "node", 0, "this instance's rank in a job of several nodes (its output's lines say so)")
 	f.StringVar(&workloadFile, "workload", "", "the workload as JSON (a file, or - for standard input)")
 	f.StringVar(&storeURI, "checkpoints", "", "checkpoint store URI")
 	f.StringVar(&workDir, "work-dir", "/var/lib/spotwise/work", "where the checkpoint directory and progress file live")

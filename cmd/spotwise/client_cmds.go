@@ -460,4 +460,10 @@ func printJob(w io.Writer, v *api.JobView) {
 		}
 		_ = tw.Flush()
 	}
+	if len(v.LogTail) > 0 {
+		fmt.Fprintf(w, "\nLast lines of output (spotwise logs %s has all of it):\n", v.ID)
+		for _, l := range v.LogTail {
+			fmt.Fprintf(w, "  %s\n", l.Text)
+		}
+	}
 }

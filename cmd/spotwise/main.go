@@ -46,7 +46,7 @@ Then, from another shell:
 		SilenceErrors: true,
 		Version:       version,
 	}
-	root.AddCommand(newServerCmd(), newSubmitCmd(), newJobsCmd(), newJobCmd(), newCancelCmd(), newDemoWorkloadCmd(), newSimCmd(), newAgentCmd(), newQuoteCmd(), newSimulateCmd(), newTokenCmd(), newAuditCmd(), newNATSCmd(), newSchemaCmd())
+	root.AddCommand(newServerCmd(), newSubmitCmd(), newJobsCmd(), newJobCmd(), newLogsCmd(), newCancelCmd(), newDemoWorkloadCmd(), newSimCmd(), newAgentCmd(), newQuoteCmd(), newSimulateCmd(), newTokenCmd(), newAuditCmd(), newNATSCmd(), newSchemaCmd())
 	root.AddCommand(newStatusCmd(), newInstancesCmd())
 	return root
 }

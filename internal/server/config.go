@@ -23,6 +23,7 @@ import (
 	"github.com/spotwise/spotwise/auth"
 	"sigs.k8s.io/yaml"
 
+	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/providers/aws"
 	"github.com/spotwise/spotwise/providers/azure"
@@ -232,14 +233,18 @@ type SchedulerConfig struct {
 }
 
 // RetentionConfig is how long finished jobs stay in the store (their
-// records and histories): the active scheduler's server removes, every
-// interval, those that finished longer than finished_max_age ago
+// records, histories and output): the active scheduler's server removes,
+// every interval, those that finished longer than finished_max_age ago
 // (scheduler time) and the oldest beyond finished_max_jobs. 0 is no
-// limit; live jobs always stay.
+// limit; live jobs always stay. Jobs' output is also kept at most
+// logs_max_age (wall time) and logs_max_bytes in all, the oldest going
+// first.
 type RetentionConfig struct {
 	FinishedMaxAge  job.Duration `json:"finished_max_age"`
 	FinishedMaxJobs int          `json:"finished_max_jobs"`
 	Interval        job.Duration `json:"interval"`
+	LogsMaxAge      job.Duration `json:"logs_max_age"`
+	LogsMaxBytes    int64        `json:"logs_max_bytes"`
 }
 
 // ArbitrageConfig tunes the moves of running jobs to clearly cheaper
@@ -266,7 +271,7 @@ func Defaults() Config {
 			Interruptions: simInterruptions(sim.DefaultInterruptions()), Faults: SimFaults{UnknownLaunched: 0.5},
 			RunCommands: []string{"spotwise"}, Agent: "inprocess"},
 		Retention: RetentionConfig{FinishedMaxAge: job.Duration(30 * 24 * time.Hour), FinishedMaxJobs: 1_000_000,
-			Interval: job.Duration(10 * time.Minute)},
+			Interval: job.Duration(10 * time.Minute), LogsMaxAge: job.Duration(events.DefaultLogsMaxAge), LogsMaxBytes: events.DefaultLogsMaxBytes},
 		Scheduler: SchedulerConfig{
 			ReconcileInterval: job.Duration(15 * time.Second),
 			UnavailableFor:    job.Duration(3 * time.Minute),
@@ -421,6 +426,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Retention.Interval.D() < time.Second {
 		bad("retention.interval", "%s is under a second", c.Retention.Interval.D())
+	}
+	if c.Retention.LogsMaxAge.D() < time.Hour {
+		bad("retention.logs_max_age", "%s is under an hour", c.Retention.LogsMaxAge.D())
+	}
+	if c.Retention.LogsMaxBytes < 1<<20 {
+		bad("retention.logs_max_bytes", "%d is under 1 MiB", c.Retention.LogsMaxBytes)
 	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		bad("http_addr", "%q is not host:port", c.HTTPAddr)

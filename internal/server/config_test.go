@@ -344,6 +344,8 @@ func TestConfigValidate(t *testing.T) {
 			c.Sim.Enabled, c.Providers.Azure = false, &bad
 		}, field: "providers.azure.subscription_id"},
 		{name: "sim speed 0", set: func(c *Config) { c.Sim.Speed = 0 }, field: "sim.speed"},
+		{name: "output kept a minute", set: func(c *Config) { c.Retention.LogsMaxAge = job.Duration(time.Minute) }, field: "retention.logs_max_age"},
+		{name: "output kept in 1 KiB", set: func(c *Config) { c.Retention.LogsMaxBytes = 1 << 10 }, field: "retention.logs_max_bytes"},
 		{name: "sim speed negative", set: func(c *Config) { c.Sim.Speed = -1 }, field: "sim.speed"},
 		{name: "reconcile interval 10ms", set: func(c *Config) { c.Scheduler.ReconcileInterval = job.Duration(10 * time.Millisecond) }, field: "scheduler.reconcile_interval"},
 		{name: "workers 0", set: func(c *Config) { c.Scheduler.Workers = 0 }, field: "scheduler.workers"},

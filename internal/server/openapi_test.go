@@ -372,6 +372,12 @@ func TestOpenAPIDescribesRealResponses(t *testing.T) {
 	op.want(400, "GET", "/v1/alerts?limit=0", "", nil)
 	anon.want(401, "GET", "/v1/market", "", nil)
 	anon.want(200, "GET", "/ui/", "", nil)
+	// Its output, both attempts' or the end of one's; a parameter that is
+	// not a number; another job.
+	op.want(200, "GET", "/v1/jobs/"+created.ID+"/logs", "", nil)
+	op.want(200, "GET", "/v1/jobs/"+created.ID+"/logs?attempt=1&tail=5", "", nil)
+	op.want(400, "GET", "/v1/jobs/"+created.ID+"/logs?tail=lots", "", nil)
+	op.want(404, "GET", "/v1/jobs/no-such-job/logs", "", nil)
 
 	op.want(200, "DELETE", "/v1/jobs/"+created.ID+"?reason=openapi", "", nil)
 	op.want(200, "DELETE", "/v1/jobs/"+created.ID, "", nil) // again: the same answer

@@ -333,6 +333,7 @@ func (s *Server) openBus(ctx context.Context) error {
 		TLSCAFile: cfg.NATS.TLSCAFile, TLSCertFile: cfg.NATS.TLSCertFile, TLSKeyFile: cfg.NATS.TLSKeyFile,
 		Replicas: cfg.NATS.Replicas, ConnName: "spotwise-server", IdentityDir: cfg.NATS.IdentityDir,
 		Embedded: events.EmbeddedOptions{DataDir: cfg.DataDir, Listen: cfg.NATS.Listen, ServerName: "spotwise"},
+		Logs:     events.LogRetention{MaxAge: cfg.Retention.LogsMaxAge.D(), MaxBytes: cfg.Retention.LogsMaxBytes},
 	}
 	s.log.Info("connecting to NATS", zap.String("nats", natsCfg.Redacted()))
 	bus, err := events.Open(ctx, natsCfg, "spotwise-server", clock.Real{}, s.log)

@@ -235,6 +235,11 @@ func TestDashboardInABrowser(t *testing.T) {
 			return strings.Contains(s, "interruption-notice") && strings.Contains(s, fmt.Sprintf("attempt %d", before.Attempt+1))
 		})
 		waitText(t, ctx, "the state after the move", "#job-state", func(s string) bool { return s == "running" })
+		// Its output: both attempts', the second resuming from the
+		// checkpoint the first saved.
+		waitText(t, ctx, "the job's output", "#logs", func(s string) bool {
+			return strings.Contains(s, "checkpoint saved") && strings.Contains(s, "resuming from checkpoint")
+		})
 		screenshot(t, ctx, "job-timeline")
 	})
 
