@@ -15,8 +15,8 @@ import (
 	"github.com/spotwise/spotwise/scheduler"
 )
 
-// setSpotT4 gives every single-T4 spot offer n instances of capacity.
-func (r *rig) setSpotT4(t *testing.T, n int) {
+// eachSpotT4 calls fn with every single-T4 spot offer of the cloud.
+func (r *rig) eachSpotT4(t *testing.T, fn func(id string) error) {
 	t.Helper()
 	offers, err := r.cloud.Offers(context.Background())
 	if err != nil {
@@ -24,11 +24,17 @@ func (r *rig) setSpotT4(t *testing.T, n int) {
 	}
 	for _, o := range offers {
 		if o.GPU == "T4" && o.GPUs == 1 && o.Purchase == providers.Spot {
-			if err := r.cloud.SetAvailable(o.ID(), n); err != nil {
+			if err := fn(o.ID()); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
+}
+
+// setSpotT4 gives every single-T4 spot offer n instances of capacity.
+func (r *rig) setSpotT4(t *testing.T, n int) {
+	t.Helper()
+	r.eachSpotT4(t, func(id string) error { return r.cloud.SetAvailable(id, n) })
 }
 
 // A job the deadline policy put on on-demand while spot was gone goes
@@ -179,18 +185,13 @@ func TestRunningJobMovesToClearlyCheaperCapacity(t *testing.T) {
 			first := *rec.Status.Current
 			// Every other single-T4 spot offer drops to factor% of the
 			// job's price, pinned.
-			offers, err := r.cloud.Offers(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
 			target := first.Placement.PricePerHour.Scale(c.factor, 100)
-			for _, o := range offers {
-				if o.GPU == "T4" && o.GPUs == 1 && o.Purchase == providers.Spot && o.ID() != first.Placement.OfferID {
-					if err := r.cloud.SetPrice(o.ID(), target); err != nil {
-						t.Fatal(err)
-					}
+			r.eachSpotT4(t, func(id string) error {
+				if id == first.Placement.OfferID {
+					return nil
 				}
-			}
+				return r.cloud.SetPrice(id, target)
+			})
 			// Not before it has run an hour there.
 			r.advance(t, 30*time.Minute)
 			if got := r.get(t, rec.ID); got.Status.Attempt != 1 || got.Status.State != job.Running {

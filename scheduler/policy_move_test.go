@@ -1,7 +1,6 @@
 package scheduler_test
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -40,22 +39,13 @@ func TestDeadlinePolicyMovesOffAnExpensiveZone(t *testing.T) {
 			}
 			// Every single-T4 spot offer at the job's price, pinned; then
 			// its own at factor per mille of it.
-			offers, err := r.cloud.Offers(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
 			base := first.Placement.PricePerHour
-			for _, o := range offers {
-				if o.GPU == "T4" && o.GPUs == 1 && o.Purchase == providers.Spot {
-					price := base
-					if o.ID() == first.Placement.OfferID {
-						price = base.Scale(c.factor, 1000)
-					}
-					if err := r.cloud.SetPrice(o.ID(), price); err != nil {
-						t.Fatal(err)
-					}
+			r.eachSpotT4(t, func(id string) error {
+				if id == first.Placement.OfferID {
+					return r.cloud.SetPrice(id, base.Scale(c.factor, 1000))
 				}
-			}
+				return r.cloud.SetPrice(id, base)
+			})
 			if !c.moves {
 				r.advanceUntil(t, 10*time.Minute, 3*time.Hour, "two hours later", func(x *job.Record) bool {
 					return r.clk.Now().Sub(first.RunningAt) >= 2*time.Hour
