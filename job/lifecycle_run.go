@@ -326,7 +326,11 @@ func (t *tx) checkpointed(in Checkpointed) {
 	notice := prev && awaiting(a) && s.State == Checkpointing
 	moving := !prev && voluntary(a.Notice) && s.State == Checkpointing
 	switch {
-	case ck.Attempt != in.Attempt:
+	case ck.Attempt != in.Attempt && !same:
+		// An attempt asked to checkpoint before it made any progress
+		// stores the very checkpoint it resumed from, and the store hands
+		// back the earlier attempt's (the same step, the same content):
+		// that one is the job's already, and may carry a move on.
 		t.refuse(fmt.Sprintf("the checkpoint says it is attempt %d's, the report attempt %d's", ck.Attempt, in.Attempt))
 	case !t.inRoot(ck):
 		t.refuse(fmt.Sprintf("checkpoint %s is outside the job's checkpoint location %s", ck.Location, s.CheckpointRoot))

@@ -443,6 +443,34 @@ func TestLifecycleVoluntaryMove(t *testing.T) {
 			t.Fatal("not placed again")
 		}
 	})
+	// Asked to move before it made any progress, an attempt stores the
+	// checkpoint it resumed from, which the store names as the earlier
+	// attempt's: the job has it, and the move goes on. Another attempt's
+	// checkpoint that is not the job's is refused.
+	t.Run("checkpointed where it resumed", func(t *testing.T) {
+		l := newLife(t, nil)
+		first := l.running(1)
+		l.want(Accepted, StartMove{Attempt: 1, Kind: NoticeCheaper, Message: "cheaper elsewhere"})
+		ck := l.checkpoint(first, 200, 0.2)
+		l.want(Accepted, Checkpointed{Attempt: 1, Instance: instances(1, 1)[0], Checkpoint: ck})
+		l.state(Migrating)
+		l.want(Accepted, InstanceGone{Key: first.LaunchKey, Instance: Instance{ID: instances(1, 1)[0], EndedAt: l.now}})
+		l.after(time.Minute)
+		second := l.place(1, "us-east-1b")
+		l.launch(second, true)
+		id := instances(2, 1)[0]
+		l.want(Accepted, AgentStarted{Attempt: second.N, Instance: id, Progress: 0.2, Checkpoint: l.r.Status.Checkpoint})
+		l.state(Running)
+		l.want(Accepted, StartMove{Attempt: 2, Kind: NoticeCheaper, Message: "cheaper still elsewhere"})
+		other := ck
+		other.Step, other.Location = 100, strings.Replace(ck.Location, "step-200", "step-100", 1)
+		l.want(Refused, Checkpointed{Attempt: 2, Instance: id, Checkpoint: other})
+		l.want(Accepted, Checkpointed{Attempt: 2, Instance: id, Checkpoint: ck})
+		l.state(Migrating)
+		if l.r.Status.Checkpoint == nil || *l.r.Status.Checkpoint != ck || !l.r.NeedsPlacement() {
+			t.Fatalf("after the checkpoint it resumed from: %s, checkpoint %+v", describe(l.r), l.r.Status.Checkpoint)
+		}
+	})
 	t.Run("given up", func(t *testing.T) {
 		l := newLife(t, nil)
 		a := l.running(1)
