@@ -148,15 +148,22 @@ type CostSeries struct {
 	Groups []CostGroup  `json:"groups"`
 	Total  money.Micros `json:"total_usd"`
 	Jobs   int          `json:"jobs"`
-	Note   string       `json:"note,omitempty"`
-	byKey  map[string]int
+	// Savings are the groups' savings together (see CostGroup).
+	Savings money.Micros `json:"savings_usd"`
+	Note    string       `json:"note,omitempty"`
+	byKey   map[string]int
 }
 
-// CostGroup is one group's spend.
+// CostGroup is one group's spend, and the savings of its jobs that
+// finished in the period: their on-demand baseline for the work they did
+// (see JobView.SavingsUSD) and what they cost, whenever it was spent.
 type CostGroup struct {
-	Key    string         `json:"key"`
-	Total  money.Micros   `json:"total_usd"`
-	Series []money.Micros `json:"series"`
+	Key      string         `json:"key"`
+	Total    money.Micros   `json:"total_usd"`
+	Series   []money.Micros `json:"series"`
+	Finished int            `json:"finished_jobs"`
+	Baseline money.Micros   `json:"baseline_usd"`
+	Savings  money.Micros   `json:"savings_usd"`
 }
 
 // maxBuckets bounds a series.
@@ -215,6 +222,7 @@ func (s *Service) Costs(ctx context.Context, q CostQuery) (*CostSeries, error) {
 		if counted {
 			out.Jobs++
 		}
+		out.saved(q, e, n, now)
 	}
 	s.ix.mu.RUnlock()
 	slices.SortFunc(out.Groups, func(a, b CostGroup) int {
@@ -270,6 +278,28 @@ func (c *CostSeries) add(q CostQuery, g spendSegment, team string, n int, now ti
 		lo = hi
 	}
 	return billed
+}
+
+// saved counts the savings of a job that finished in the period, under
+// its team or where it last ran.
+func (c *CostSeries) saved(q CostQuery, e *entry, n int, now time.Time) {
+	if e.baseline <= 0 || e.finishedAt.IsZero() || e.finishedAt.Before(q.From) || !e.finishedAt.Before(q.To) {
+		return
+	}
+	var cost money.Micros
+	for _, g := range e.spend {
+		cost += g.cost(now)
+	}
+	var last spendSegment
+	if p := e.sum.Placement; p != nil {
+		last = spendSegment{provider: p.Provider, region: p.Region, purchase: p.Purchase, gpu: p.GPU}
+	}
+	grp := c.group(c.keyOf(q.GroupBy, last, e.sum.Team), n)
+	sv := savings(e.baseline, e.sum.Progress, cost)
+	grp.Finished++
+	grp.Baseline += sv + cost
+	grp.Savings += sv
+	c.Savings += sv
 }
 
 func (c *CostSeries) keyOf(groupBy string, g spendSegment, team string) string {

@@ -45,6 +45,7 @@ func costRecords(now time.Time) []*job.Record {
 	// EndedCost all the same.
 	b.Status.Attempts = []job.Attempt{done}
 	b.Status.EndedCost = done.Cost + 777_777
+	b.Status.Progress, b.Status.FinishedAt, b.Status.BaselineCost = 1, done.EndedAt, 5_000_000
 
 	c := rec(job.NewID(t1), t1.Add(time.Second), job.Queued)
 	c.Spec.Team = "nlp"
@@ -129,6 +130,52 @@ func TestCostsAddUpToWhatJobsAreBilled(t *testing.T) {
 		m(9_870_001, 70*time.Minute) + m(1_000_003, 59*time.Minute) + 777_777
 	if part.Total != inside {
 		t.Errorf("spend from %s to %s is %s, want %s", from, to, part.Total, inside)
+	}
+}
+
+// A job that finished in the period counts its savings: its on-demand
+// baseline for the work it did less what it cost; a running one does not
+// yet, and its view shows what it saved so far.
+func TestCostsCountSavingsOfFinishedJobs(t *testing.T) {
+	now := time.Date(2031, 3, 14, 18, 0, 0, 0, time.UTC)
+	s := costService(t, now)
+	op := auth.WithPrincipal(context.Background(), auth.System("test"))
+	recs := costRecords(now)
+	finished := recs[1]
+	want := money.Micros(5_000_000) - finished.CostAt(now)
+	c, err := s.Costs(op, CostQuery{GroupBy: "team", From: now.Add(-6 * time.Hour), To: now, Bucket: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range c.Groups {
+		switch g.Key {
+		case "nlp":
+			if g.Finished != 1 || g.Savings != want || g.Baseline != 5_000_000 {
+				t.Errorf("nlp: %d finished, baseline %s, savings %s; want 1, $5, %s", g.Finished, g.Baseline, g.Savings, want)
+			}
+		default:
+			if g.Finished != 0 || g.Savings != 0 {
+				t.Errorf("%s: %d finished, savings %s; want none", g.Key, g.Finished, g.Savings)
+			}
+		}
+	}
+	if c.Savings != want {
+		t.Errorf("savings %s, want %s", c.Savings, want)
+	}
+	// Finished before the period: not counted.
+	if c, _ := s.Costs(op, CostQuery{From: now.Add(-time.Hour), To: now, Bucket: time.Hour}); c.Savings != 0 {
+		t.Errorf("savings of jobs finished before the period: %s", c.Savings)
+	}
+	// A running job at 40% with a $10 baseline has
+	// saved $4 less that.
+	r := recs[0]
+	r.Status.Progress, r.Status.BaselineCost = 0.4, 10_000_000
+	v := viewOf(r, now, nil, nil)
+	if v.BaselineUSD != 10_000_000 || v.SavingsUSD == nil || *v.SavingsUSD != 4_000_000-v.CostUSD {
+		t.Errorf("view: baseline %s, savings %v (cost %s)", v.BaselineUSD, v.SavingsUSD, v.CostUSD)
+	}
+	if v := viewOf(recs[2], now, nil, nil); v.SavingsUSD != nil {
+		t.Errorf("a job never placed shows savings %s", *v.SavingsUSD)
 	}
 }
 

@@ -50,6 +50,8 @@ type entry struct {
 	endedCost  money.Micros
 	// spend is where the job's cost fell in time (see spendOf).
 	spend []spendSegment
+	// baseline is the job's on-demand baseline (job.Status.BaselineCost).
+	baseline money.Micros
 }
 
 // cmpKey orders jobs by submission time, then ID.
@@ -148,6 +150,7 @@ func (ix *index) apply(c events.JobChange) {
 		e.launchedAt, e.hourly = a.LaunchedAt, a.Placement.HourlyCost()
 	}
 	e.spend = spendOf(r)
+	e.baseline = r.Status.BaselineCost
 	if !listed {
 		ix.insert(e)
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/spotwise/spotwise/events"
@@ -45,7 +46,14 @@ type JobView struct {
 	// Checkpoint is the last good checkpoint (where a move resumes from).
 	Checkpoint  *job.CheckpointRef `json:"checkpoint,omitempty"`
 	Preemptions int                `json:"preemptions"`
-	Spec        *job.Spec          `json:"spec,omitempty"`
+	// BaselineUSD is what the job's whole work would have cost on the
+	// cheapest on-demand offer that met its needs when it was first
+	// placed; SavingsUSD is that baseline for the work done so far
+	// (progress x baseline) less what the job cost. Both are absent
+	// before the job's first placement.
+	BaselineUSD money.Micros  `json:"on_demand_baseline_usd,omitempty"`
+	SavingsUSD  *money.Micros `json:"savings_usd,omitempty"`
+	Spec        *job.Spec     `json:"spec,omitempty"`
 	// LogTail is the last lines of a failed job's output (at most
 	// LogTailLines; GET /v1/jobs/{id}/logs has all of it).
 	LogTail []LogLineView `json:"log_tail,omitempty"`
@@ -141,6 +149,10 @@ func viewOf(r *job.Record, now time.Time, reasons []job.PendingReason, history [
 		v.Estimate = &Estimate{Runtime: a.EstimatedRuntime, CostUSD: a.EstimatedCost}
 	}
 	v.Current, v.Previous = r.Status.Current, r.Status.Previous
+	if b := r.Status.BaselineCost; b > 0 {
+		sv := savings(b, r.Status.Progress, v.CostUSD)
+		v.BaselineUSD, v.SavingsUSD = b, &sv
+	}
 	v.Warnings = warnings(r)
 	for _, h := range history {
 		e := h.Event
@@ -167,4 +179,11 @@ func warnings(r *job.Record) []string {
 	}
 	return []string{fmt.Sprintf("%s %s warns %s before taking the capacity back, less than the job's checkpoint takes (%s): an interruption loses the work since the last periodic checkpoint (checkpoint.skip_short_notice: true avoids such offers)",
 		p.Provider, p.Purchase, notice, need)}
+}
+
+// savings is the on-demand baseline for the work done (progress of the
+// whole) less what it cost.
+func savings(baseline money.Micros, progress float64, cost money.Micros) money.Micros {
+	done := int64(math.Round(min(max(progress, 0), 1) * 1e6))
+	return baseline.Scale(done, 1e6) - cost
 }

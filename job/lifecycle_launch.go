@@ -33,6 +33,9 @@ type Place struct {
 	// the job's own location (its spec's checkpoint.uri) wins. Kept from
 	// the first placement on.
 	CheckpointRoot string
+	// Baseline is the job's on-demand baseline (Status.BaselineCost),
+	// kept from the first placement that carries one.
+	Baseline money.Micros
 }
 
 // Launched is what a launch call returned (the provider's word).
@@ -129,6 +132,9 @@ func (t *tx) place(in Place) {
 	s.Attempt = in.Attempt
 	a := &Attempt{N: in.Attempt, LaunchKey: LaunchKey(r.ID, in.Attempt), Placement: in.Placement, PlacedAt: t.now,
 		MaxPrice: in.MaxPrice, EstimatedRuntime: Duration(in.EstimatedRuntime), EstimatedCost: in.EstimatedCost}
+	if s.BaselineCost == 0 && in.Baseline > 0 {
+		s.BaselineCost = in.Baseline
+	}
 	if s.CheckpointRoot == "" {
 		s.CheckpointRoot = in.CheckpointRoot
 		if uri := r.Spec.Checkpoint.URI; uri != "" {

@@ -54,6 +54,26 @@ func TestLifecycleHappyPath(t *testing.T) {
 	l.want(Stale, Exited{Attempt: 1, Instance: id})
 }
 
+// The on-demand baseline is kept from the first placement that carries
+// one: a later placement does not change what savings are counted
+// against.
+func TestLifecycleKeepsTheFirstBaseline(t *testing.T) {
+	l := newLife(t, nil)
+	p := lifePlacement
+	p.Zone, p.OfferID = "us-east-1a", "aws/us-east-1/us-east-1a/p4d.24xlarge/spot"
+	l.want(Accepted, Place{Attempt: 1, Placement: p, EstimatedRuntime: 6 * time.Hour, CheckpointRoot: l.root, Baseline: money.MustParse("120.50")})
+	a := l.r.Status.Current
+	l.want(Accepted, LaunchRefused{Attempt: 1, Key: a.LaunchKey, Code: "InsufficientInstanceCapacity"})
+	if !l.r.NeedsPlacement() {
+		t.Fatalf("not placed again after a refused launch: %s", describe(l.r))
+	}
+	p.Zone, p.OfferID = "us-east-1b", "aws/us-east-1/us-east-1b/p4d.24xlarge/spot"
+	l.want(Accepted, Place{Attempt: 2, Placement: p, EstimatedRuntime: 6 * time.Hour, CheckpointRoot: l.root, Baseline: money.MustParse("99")})
+	if got := l.r.Status.BaselineCost; got != money.MustParse("120.50") {
+		t.Fatalf("baseline %s, want the first placement's $120.50", got)
+	}
+}
+
 // The provider charges each instance its own price, from its launch to its
 // end, rounded once per instance: a spot price that moved between the
 // decision and the launch, and nodes ending at different moments, are

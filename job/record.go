@@ -47,6 +47,11 @@ type Status struct {
 	Attempts []Attempt `json:"attempts,omitempty"`
 	// EndedCost is what all ended attempts cost.
 	EndedCost money.Micros `json:"ended_cost"`
+	// BaselineCost is what the job's whole work would have cost on the
+	// cheapest on-demand offer that met its needs (its purchase option
+	// aside) when it was first placed: what its savings are counted
+	// against. Zero when no such offer was known.
+	BaselineCost money.Micros `json:"baseline_cost,omitempty"`
 	// Progress is the fraction of the work done and kept (0..1).
 	Progress float64 `json:"progress"`
 	// WorkLost is work done by attempts that ended without keeping it.

@@ -59,6 +59,10 @@ type Placement struct {
 	Estimate bidding.Estimate
 	// MaxPrice is the spot max price to launch with.
 	MaxPrice money.Micros
+	// Baseline is, for a job's first placement, what its whole work
+	// would cost on the cheapest on-demand offer that meets its needs
+	// (see onDemandBaseline); zero otherwise.
+	Baseline money.Micros
 
 	q *QueuedJob // the job decided on
 }
@@ -158,6 +162,9 @@ func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 			best.available -= cj.nodes
 		}
 		p := Placement{JobID: q.ID, Offer: *best.offer, Nodes: cj.nodes, Estimate: est, q: q}
+		if runningOn == nil && q.attempt == 0 {
+			p.Baseline = co.onDemandBaseline(cj)
+		}
 		if best.offer.Purchase == providers.Spot {
 			p.MaxPrice = bidding.SpotMaxPrice(cj.maxPrice, *best.offer)
 		}
@@ -263,6 +270,34 @@ func (co *compiledOffers) cheapest(cj *compiledJob, now time.Time, mask uint8) (
 		}
 	}
 	return best, bestEst
+}
+
+// onDemandBaseline is what the job's work would cost on the cheapest
+// on-demand offer that meets its needs (GPU, memory, CPUs, regions), its
+// purchase option and price cap aside, capacity or not: its nodes at the
+// offer's price for the boot and the work. Zero when there is none.
+func (co *compiledOffers) onDemandBaseline(cj *compiledJob) money.Micros {
+	var best money.Micros
+	for gi := range co.groups {
+		if !cj.gpus[gi] {
+			continue
+		}
+		for _, o := range co.groups[gi].offers {
+			if o.purchase != purchaseBit(providers.OnDemand) {
+				continue
+			}
+			switch cj.staticReason(o) {
+			case reasonNone, reasonPurchase, reasonMaxPrice, reasonShortNotice:
+			default:
+				continue
+			}
+			c := o.price.MulInt(cj.nodes).ForDuration(cj.runtime[gi] + o.startup)
+			if best == 0 || c < best {
+				best = c
+			}
+		}
+	}
+	return best
 }
 
 // estimate is the expected cost to finish on an offer: the price for the

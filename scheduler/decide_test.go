@@ -514,3 +514,30 @@ func TestBacklogOfJobsAlikeWaitsForTheSameReasons(t *testing.T) {
 		}
 	}
 }
+
+// A job's first placement carries its on-demand baseline: its whole work
+// at the cheapest on-demand offer that meets its needs, whatever it is
+// placed on and whatever purchase option it asked for; offers it cannot
+// use (another GPU it did not allow) do not count.
+func TestDecideCarriesTheOnDemandBaseline(t *testing.T) {
+	od := offer("aws", "us-east-1", "p3.2xlarge", "V100", 1, "3.06").get()
+	dearOD := offer("azure", "eastus", "NC6s_v3", "V100", 1, "3.50").get()
+	t4OD := offer("aws", "us-east-1", "g4dn.xlarge", "T4", 1, "0.10").get() // cheap, but not allowed
+	spot := offer("aws", "us-east-1", "p3.2xlarge", "V100", 1, "0.97").spot("3.06").get()
+	offers := []providers.Offer{od, dearOD, t4OD, spot}
+	// 10 h of V100 work and the 2-minute boot at $3.06/h.
+	want := money.MustParse("3.06").ForDuration(10*time.Hour + 2*time.Minute)
+	for _, purchase := range []string{job.PurchaseSpot, job.PurchaseAuto, job.PurchaseOnDemand} {
+		q := queued("j-"+purchase, "10h on V100").accel("V100").purchase(purchase).get()
+		plan := Decide(Snapshot{Now: t0, Jobs: []*QueuedJob{q}, Offers: offers, Throughput: testTP, Geography: geo, Rates: noRisk(offers)})
+		if len(plan.Placements) != 1 || plan.Placements[0].Baseline != want {
+			t.Fatalf("%s: placed %+v; want the baseline %s", purchase, plan.Placements, want)
+		}
+		placed := *q
+		placed.attempt = 1 // placed before: the baseline is the record's already
+		plan = Decide(Snapshot{Now: t0, Jobs: []*QueuedJob{&placed}, Offers: offers, Throughput: testTP, Geography: geo, Rates: noRisk(offers)})
+		if len(plan.Placements) != 1 || plan.Placements[0].Baseline != 0 {
+			t.Fatalf("%s, placed again: baseline %s, want none", purchase, plan.Placements[0].Baseline)
+		}
+	}
+}

@@ -218,6 +218,9 @@ func TestDashboardInABrowser(t *testing.T) {
 	t.Run("a job's timeline shows its preemption and the move", func(t *testing.T) {
 		run(t, ctx, "opening the job", chromedp.Navigate(base+"/ui/#/jobs/"+first.ID), chromedp.WaitVisible(chromedp.CSS("#timeline")))
 		waitText(t, ctx, "the job's name", "#job-name", func(s string) bool { return s == "resnet-sweep-7" })
+		// What it saved against on-demand so far (early on, maybe less
+		// than nothing: the boot is paid, little work is done).
+		waitText(t, ctx, "its savings", "#job-savings", func(s string) bool { return strings.Contains(s, "$") })
 		before := waitRunning(t, op, first.ID)
 		req, _ := http.NewRequest(http.MethodPost, base+"/v1/sim/preempt", strings.NewReader(`{"job": "`+first.ID+`"}`))
 		req.Header.Set("Authorization", "Bearer "+s.OperatorToken())
@@ -267,6 +270,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	t.Run("the costs page charts spend per team", func(t *testing.T) {
 		run(t, ctx, "opening costs", chromedp.Navigate(base+"/ui/#/costs?group_by=team&hours=6"), chromedp.WaitVisible(chromedp.CSS("#spend-chart")))
 		total := waitText(t, ctx, "the total", "#spend-total", func(s string) bool { return strings.HasPrefix(s, "$") && s != "$0.00" })
+		waitText(t, ctx, "the savings", "#savings-total", func(s string) bool { return strings.Contains(s, "$") })
 		legend := waitText(t, ctx, "the legend", ".legend", func(s string) bool { return strings.Contains(s, "vision") && strings.Contains(s, "nlp") })
 		bars, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#spend-chart rect").length`))
 		if err != nil || bars == 0 {

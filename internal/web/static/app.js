@@ -251,6 +251,8 @@ async function jobView(id) {
     const card = (k, v, idAttr) => h("div", { class: "card" }, h("div", { class: "k" }, k), h("div", { class: "v", id: idAttr }, v));
     cards.replaceChildren(card("Cost so far", usd(j.cost_usd), "job-cost"),
       card("Expected cost of this attempt", j.estimate ? usd(j.estimate.cost_usd) : "–"),
+      card("Saved vs on-demand", j.savings_usd !== undefined ? usd(j.savings_usd) : "–", "job-savings"),
+      card("On-demand baseline", j.on_demand_baseline_usd !== undefined ? usd(j.on_demand_baseline_usd) : "–"),
       card("Progress", pct(j.progress)), card("Placement", placementText(j.placement)),
       card("Preemptions", j.preemptions), card("Deadline", when(j.deadline_at)));
     const notes = [];
@@ -355,11 +357,15 @@ async function costsView() {
     const legend = h("div", { class: "legend" }, c.groups.map((g, i) => { const s = h("span", {}, `${g.key} ${usd(g.total_usd)}`); s.style.setProperty("--c", COLORS[i % COLORS.length]); return s; }));
     out.replaceChildren(h("div", { class: "cards" },
       h("div", { class: "card" }, h("div", { class: "k" }, "Spend in period"), h("div", { class: "v", id: "spend-total" }, usd(c.total_usd))),
-      h("div", { class: "card" }, h("div", { class: "k" }, "Jobs billed"), h("div", { class: "v" }, c.jobs))),
+      h("div", { class: "card" }, h("div", { class: "k" }, "Jobs billed"), h("div", { class: "v" }, c.jobs)),
+      h("div", { class: "card" }, h("div", { class: "k" }, "Saved vs on-demand (jobs finished in period)"), h("div", { class: "v", id: "savings-total" }, usd(c.savings_usd)))),
       h("h2", {}, `Spend per ${c.group_by}, ${c.bucket} steps`), legend, stackedBars(c),
-      h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, c.group_by), h("th", { class: "num" }, "Spend"), h("th", { class: "num" }, "Share"))),
+      h("table", { id: "cost-groups" }, h("thead", {}, h("tr", {}, h("th", {}, c.group_by), h("th", { class: "num" }, "Spend"), h("th", { class: "num" }, "Share"),
+        h("th", { class: "num" }, "Finished jobs"), h("th", { class: "num" }, "On-demand baseline"), h("th", { class: "num" }, "Saved"))),
         h("tbody", {}, c.groups.map((g) => h("tr", {}, h("td", {}, g.key), h("td", { class: "num" }, usd(g.total_usd)),
-          h("td", { class: "num" }, Number(c.total_usd) > 0 ? pct(Number(g.total_usd) / Number(c.total_usd)) : "–"))))));
+          h("td", { class: "num" }, Number(c.total_usd) > 0 ? pct(Number(g.total_usd) / Number(c.total_usd)) : "–"),
+          h("td", { class: "num" }, g.finished_jobs), h("td", { class: "num" }, g.finished_jobs ? usd(g.baseline_usd) : "–"),
+          h("td", { class: "num" }, g.finished_jobs ? usd(g.savings_usd) : "–"))))));
   };
   await refresh();
   stopView = poller(refresh, 15000);
