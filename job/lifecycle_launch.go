@@ -19,6 +19,9 @@ type Instance struct {
 	// Price is what the provider charges for it per hour (zero: not
 	// said; the placement's price is billed).
 	Price money.Micros
+	// Prices are the changes of that price since its launch, in time
+	// order, as far as the provider has reported them.
+	Prices []money.PriceChange
 }
 
 // Place is a scheduling decision: put the job's attempt Attempt (one past
@@ -241,6 +244,9 @@ func (t *tx) record(a *Attempt, inst Instance) bool {
 		sp.Price = inst.Price // known since: bill what the provider charges
 		changed = true
 	}
+	if sp := spanOf(a, inst.ID); sp != nil {
+		changed = repriced(sp, inst.Prices) || changed
+	}
 	if !inst.RunningAt.IsZero() && !slices.Contains(a.Running, inst.ID) {
 		a.Running = append(a.Running, inst.ID)
 		changed = true
@@ -249,6 +255,17 @@ func (t *tx) record(a *Attempt, inst Instance) bool {
 		changed = t.gone(a, inst.ID, inst.EndedAt) || changed
 	}
 	return changed
+}
+
+// repriced records the price changes a provider reported for an
+// instance, which only ever grow: a report that knows fewer (an older
+// listing, an event sent before the last change) changes nothing.
+func repriced(sp *Span, changes []money.PriceChange) bool {
+	if len(changes) <= len(sp.Prices) {
+		return false
+	}
+	sp.Prices = slices.Clone(changes)
+	return true
 }
 
 // gone records an instance's end.

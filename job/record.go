@@ -99,6 +99,10 @@ type Placement struct {
 	Nodes        int          `json:"nodes"`
 	Purchase     string       `json:"purchase_option"`
 	PricePerHour money.Micros `json:"price_per_hour"`
+	// OnDemandPrice is the on-demand price of the same instance type in
+	// the same region: what the capacity lists at, the yardstick of its
+	// savings.
+	OnDemandPrice money.Micros `json:"on_demand_price_per_hour,omitempty"`
 }
 
 // HourlyCost is what the placement costs per hour for all its nodes.
@@ -163,23 +167,34 @@ type Span struct {
 	// may differ from the price the placement was decided at (a spot
 	// price moves); zero: the placement's.
 	Price money.Micros `json:"price_per_hour,omitempty"`
+	// Prices are the changes of its price while it ran, as its provider
+	// reported them: each price segment is billed at its own price.
+	Prices []money.PriceChange `json:"prices,omitempty"`
 }
 
 // cost is what the span costs up to end (its own end if it has one), at
 // its price (price if it has none), rounded once for the instance, as its
 // provider bills it.
 func (sp Span) cost(end time.Time, price money.Micros) money.Micros {
+	var total money.Micros
+	for _, seg := range sp.Segments(end, price) {
+		total += seg.Cost()
+	}
+	return total
+}
+
+// Segments cuts the span, up to end if it has no end of its own, into the
+// stretches billed at one price: its price (price if it has none), then
+// each change its provider reported.
+func (sp Span) Segments(end time.Time, price money.Micros) []money.Segment {
 	to := sp.To
 	if to.IsZero() {
 		to = end
 	}
-	if !to.After(sp.From) {
-		return 0
-	}
 	if sp.Price != 0 {
 		price = sp.Price
 	}
-	return price.ForDuration(to.Sub(sp.From))
+	return money.Segments(sp.From, to, price, sp.Prices)
 }
 
 // Outcome is how an attempt ended.
@@ -371,6 +386,9 @@ func (a Attempt) clone() Attempt {
 	a.Instances = slices.Clone(a.Instances)
 	a.Running = slices.Clone(a.Running)
 	a.Spans = slices.Clone(a.Spans)
+	for i := range a.Spans {
+		a.Spans[i].Prices = slices.Clone(a.Spans[i].Prices)
+	}
 	if a.Notice != nil {
 		n := *a.Notice
 		a.Notice = &n

@@ -123,24 +123,38 @@ func (s InstanceState) Ended() bool { return s == InstanceTerminated || s == Ins
 
 // Instance is one machine started for a job.
 type Instance struct {
-	ID             string         `json:"id"`
-	Provider       string         `json:"provider"`
-	Region         string         `json:"region"`
-	Zone           string         `json:"zone"`
-	InstanceType   string         `json:"instance_type"`
-	Purchase       PurchaseOption `json:"purchase"`
-	Price          money.Micros   `json:"price_per_hour"`
-	State          InstanceState  `json:"state"`
-	JobID          string         `json:"job_id"`
-	Attempt        int            `json:"attempt"`
-	Node           int            `json:"node"`
-	IdempotencyKey string         `json:"idempotency_key"`
-	LaunchedAt     time.Time      `json:"launched_at"`
-	RunningAt      time.Time      `json:"running_at,omitzero"`
-	EndedAt        time.Time      `json:"ended_at,omitzero"`
+	ID           string         `json:"id"`
+	Provider     string         `json:"provider"`
+	Region       string         `json:"region"`
+	Zone         string         `json:"zone"`
+	InstanceType string         `json:"instance_type"`
+	Purchase     PurchaseOption `json:"purchase"`
+	Price        money.Micros   `json:"price_per_hour"`
+	// PriceChanges are the changes of Price since the launch, in time
+	// order (a spot price moves): each price segment is billed at its own.
+	PriceChanges   []money.PriceChange `json:"price_changes,omitempty"`
+	State          InstanceState       `json:"state"`
+	JobID          string              `json:"job_id"`
+	Attempt        int                 `json:"attempt"`
+	Node           int                 `json:"node"`
+	IdempotencyKey string              `json:"idempotency_key"`
+	LaunchedAt     time.Time           `json:"launched_at"`
+	RunningAt      time.Time           `json:"running_at,omitzero"`
+	EndedAt        time.Time           `json:"ended_at,omitzero"`
 	// Reason says why an ended instance ended ("terminated by spotwise",
 	// "hardware failure", "spot capacity reclaimed").
 	Reason string `json:"reason,omitempty"`
+}
+
+// Bill is what the instance costs from its launch (capacity is bought
+// then, boot included) to its end, or to now while it lives: each price
+// segment at its price, as its provider charges it.
+func (in Instance) Bill(now time.Time) money.Micros {
+	end := in.EndedAt
+	if end.IsZero() {
+		end = now
+	}
+	return money.Billed(in.LaunchedAt, end, in.Price, in.PriceChanges)
 }
 
 // EventKind names what a provider event reports.

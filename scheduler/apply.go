@@ -289,7 +289,8 @@ func (s *Scheduler) terminate(ctx context.Context, jobID string, t job.Terminate
 // instanceOf turns what a provider says of an instance into what the
 // lifecycle reads.
 func instanceOf(in providers.Instance) job.Instance {
-	x := job.Instance{ID: in.ID, LaunchedAt: in.LaunchedAt, RunningAt: in.RunningAt, Reason: in.Reason, Price: in.Price}
+	x := job.Instance{ID: in.ID, LaunchedAt: in.LaunchedAt, RunningAt: in.RunningAt, Reason: in.Reason, Price: in.Price,
+		Prices: in.PriceChanges}
 	if in.State == providers.InstanceRunning && x.RunningAt.IsZero() {
 		x.RunningAt = in.LaunchedAt
 	}

@@ -138,7 +138,8 @@ func (s *Scheduler) place(ctx context.Context, p Placement, attempt int) {
 	in := job.Place{
 		Attempt: attempt, MaxPrice: p.MaxPrice, Baseline: p.Baseline, EstimatedRuntime: p.Estimate.Runtime, EstimatedCost: p.Estimate.Cost, CheckpointRoot: s.o.CheckpointRoot,
 		Placement: job.Placement{OfferID: o.ID(), Provider: o.Provider, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
-			GPU: o.GPU, GPUs: o.GPUs, Nodes: p.Nodes, Purchase: string(o.Purchase), PricePerHour: o.Price},
+			GPU: o.GPU, GPUs: o.GPUs, Nodes: p.Nodes, Purchase: string(o.Purchase), PricePerHour: o.Price,
+			OnDemandPrice: o.OnDemandPrice},
 	}
 	if _, res, err := s.apply(ctx, p.JobID, in); err != nil {
 		s.log.Warn("recording a placement", zap.String("job", p.JobID), zap.Error(err))

@@ -229,7 +229,7 @@ func (s *Scheduler) recordOverhead(ctx context.Context, in providers.Instance) {
 		return
 	}
 	o := Overhead{Instance: in.ID, Key: in.IdempotencyKey, JobID: in.JobID, Provider: in.Provider, Region: in.Region,
-		From: in.LaunchedAt, To: end, Cost: in.Price.ForDuration(end.Sub(in.LaunchedAt))}
+		From: in.LaunchedAt, To: end, Cost: in.Bill(end)}
 	b, _ := json.Marshal(o)
 	if _, err := s.bus.Meta().Create(ctx, overheadPrefix+in.ID, b); err != nil {
 		if !errors.Is(err, events.ErrExists) {

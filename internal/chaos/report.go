@@ -231,19 +231,10 @@ func refusedKey(rec *job.Record, key string) bool {
 	return false
 }
 
-// InstanceBill is what the simulated cloud charges for one instance: its
-// price from its launch (capacity is bought then, boot included) to its
-// end, or to now while it lives.
-func InstanceBill(in providers.Instance, now time.Time) money.Micros {
-	end := in.EndedAt
-	if end.IsZero() {
-		end = now
-	}
-	if !end.After(in.LaunchedAt) {
-		return 0
-	}
-	return in.Price.ForDuration(end.Sub(in.LaunchedAt))
-}
+// InstanceBill is what the simulated cloud charges for one instance: each
+// of its price segments from its launch (capacity is bought then, boot
+// included) to its end, or to now while it lives.
+func InstanceBill(in providers.Instance, now time.Time) money.Micros { return in.Bill(now) }
 
 // maxLiveAttempts sweeps every job's instance lives and returns the most
 // distinct attempts of one job live at one moment, which job and when. An

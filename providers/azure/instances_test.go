@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -38,7 +39,7 @@ func TestTerminateAndInstances(t *testing.T) {
 	want := providers.Instance{ID: name, Provider: Name, Region: "eastus", Zone: "eastus-2", InstanceType: "Standard_ND96asr_v4",
 		Purchase: providers.Reserved, Price: usd("17.153311"), State: providers.InstanceRunning, JobID: "job-7f3a", Attempt: 2,
 		Node: 0, IdempotencyKey: "job-7f3a-a2", LaunchedAt: t0, RunningAt: t0}
-	if got := listed[0]; got != want {
+	if got := listed[0]; !reflect.DeepEqual(got, want) {
 		t.Fatalf("instance from tags:\n got %+v\nwant %+v", got, want)
 	}
 

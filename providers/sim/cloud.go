@@ -335,6 +335,7 @@ func (c *Cloud) advanceLocked(now time.Time) {
 		for _, rk := range c.regions {
 			c.dirty[rk] = true
 		}
+		c.repriceAllLocked(now)
 	}
 	c.expireHoldsLocked(now)
 	c.refreshTracesLocked(now)

@@ -34,6 +34,8 @@ type instance struct {
 	// when the cloud forgets it.
 	planGen uint64
 	gone    bool
+	// pricedTo is how far its price changes are known (see billing.go).
+	pricedTo time.Time
 }
 
 // instanceID derives an instance's ID from the cloud, the launch's
@@ -289,6 +291,7 @@ func (c *Cloud) becomeRunningLocked(in *instance) {
 // give its capacity back until a while after the notice's deadline: the
 // spot pool shrank.
 func (c *Cloud) endLocked(in *instance, now time.Time, state providers.InstanceState, reason string, kind providers.EventKind) {
+	c.repriceLocked(in, now)
 	i := &in.rec.Instance
 	i.State, i.EndedAt, i.Reason = state, now, reason
 	if o, ok := c.offers[in.rec.Offer]; ok {

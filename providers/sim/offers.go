@@ -31,6 +31,9 @@ type offer struct {
 	reclaimed int          // capacity held back after interruptions
 	outage    bool         // its zone's trace says no spot capacity
 	pinned    money.Micros // price set by SetPrice; 0 = follow the walk
+	// pins are the SetPrice calls on it, in time order (Price 0 = unpinned):
+	// what its instances were billed at, between the steps of its walk.
+	pins []money.PriceChange
 
 	cacheStep  int64 // the step cachePrice is for
 	cachePrice money.Micros
@@ -176,10 +179,10 @@ func (o *offer) available() int {
 
 // price is the offer's price at a price step.
 func (o *offer) price(step int64) money.Micros {
-	switch {
-	case o.pinned > 0:
+	if o.pinned > 0 {
 		return o.pinned
-	case o.static.Purchase != providers.Spot:
+	}
+	if o.static.Purchase != providers.Spot {
 		return o.static.OnDemandPrice
 	}
 	if !o.cached || o.cacheStep != step {
@@ -250,12 +253,14 @@ func (c *Cloud) SetPrice(offerID string, p money.Micros) error {
 	if p < 0 {
 		return fmt.Errorf("setting price of %s: %s is negative", offerID, p)
 	}
-	return c.do(context.Background(), func(time.Time) error {
+	return c.do(context.Background(), func(now time.Time) error {
 		o, ok := c.offers[offerID]
 		if !ok {
 			return fmt.Errorf("setting price of %s: %w", offerID, providers.ErrUnknownOffer)
 		}
 		o.pinned = p
+		o.pins = append(o.pins, money.PriceChange{At: now, Price: p})
+		c.repriceOfferLocked(o, now)
 		c.dirty[o.region] = true
 		c.log.Info("price set", zap.String("offer", offerID), zap.Stringer("price", p))
 		return nil
