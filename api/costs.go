@@ -4,130 +4,70 @@ import (
 	"cmp"
 	"context"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
-	"unique"
 
 	"github.com/spotwise/spotwise/auth"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/ledger"
 	"github.com/spotwise/spotwise/money"
 )
 
-// spendSegment is a stretch of time one instance (or, for an attempt whose
-// instances are not known yet, all its nodes) was billed at one price.
-// Cutting a segment at bucket edges keeps its total exact: each bucket
-// gets cost(from, edge) - cost(from, previous edge), which telescopes to
-// what the job is billed for the segment.
+// spendSegment is a charge as the reports cut it: a ledger row, or an
+// open charge of a job still running. Cutting a segment at bucket edges by
+// differences of cost keeps its total exact: the buckets' figures
+// telescope to what the segment bills.
 type spendSegment struct {
 	from time.Time
 	// to is zero while the segment is open: it runs to the time asked.
 	to     time.Time
 	hourly money.Micros
-	// lump is billed at from as a whole (the part of a job's cost whose
-	// attempts the record no longer lists in detail).
-	lump money.Micros
-	// where the capacity was: the keys costs are grouped by.
-	provider, region, purchase, gpu string
+	// total is what a closed segment bills in all.
+	total money.Micros
+	dims  *ledger.Dims
 }
 
 // cost is what the segment bills from its start up to t.
 func (g spendSegment) cost(t time.Time) money.Micros {
-	if t.Before(g.from) {
-		return 0
+	if g.to.IsZero() {
+		if !t.After(g.from) {
+			return 0
+		}
+		return g.hourly.ForDuration(t.Sub(g.from))
 	}
-	if g.lump != 0 {
-		return g.lump
-	}
-	if !g.to.IsZero() && t.After(g.to) {
-		t = g.to
-	}
-	return g.hourly.ForDuration(t.Sub(g.from))
+	r := ledger.Row{Start: g.from, End: g.to, Price: g.hourly, Cost: g.total}
+	return r.CostUpTo(t)
 }
 
-// spendOf cuts a job's cost into segments, as job.Record.CostAt bills it:
-// every instance span from its start to its provider's end (else the
-// attempt's end or release), at the price it was charged.
-func spendOf(r *job.Record) []spendSegment {
-	var out []spendSegment
-	var detailed money.Micros
-	first := time.Time{}
-	add := func(a *job.Attempt, live bool) {
-		p := a.Placement
-		seg := spendSegment{provider: intern(p.Provider), region: intern(p.Region), purchase: intern(p.Purchase), gpu: intern(p.GPU)}
-		end := time.Time{} // open
-		if !live {
-			end = a.EndedAt
-		}
-		if a.Released() && (end.IsZero() || a.ReleasedAt.Before(end)) {
-			end = a.ReleasedAt
-		}
-		if len(a.Spans) == 0 {
-			if a.LaunchedAt.IsZero() {
-				return
-			}
-			seg.from, seg.to, seg.hourly = a.LaunchedAt, end, p.HourlyCost()
-			if !live && !end.IsZero() && !end.After(seg.from) {
-				return
-			}
-			out = append(out, seg)
-			if !live {
-				detailed += seg.cost(end)
-			}
-			if first.IsZero() || seg.from.Before(first) {
-				first = seg.from
-			}
-			return
-		}
-		for _, sp := range a.Spans {
-			s := seg
-			s.from, s.to, s.hourly = sp.From, sp.To, p.PricePerHour
-			if sp.Price != 0 {
-				s.hourly = sp.Price
-			}
-			if s.to.IsZero() {
-				s.to = end
-			}
-			if !s.to.IsZero() && !s.to.After(s.from) {
+// openOf is what a job's record bills that the ledger does not hold yet:
+// its charges still running (see ledger.Running).
+func openOf(r *job.Record) []spendSegment {
+	running := ledger.Running(r)
+	out := make([]spendSegment, 0, len(running))
+	for _, e := range running {
+		g := spendSegment{from: e.Start, to: e.End, hourly: e.PricePerHour, dims: ledger.DimsOf(&e)}
+		if !g.to.IsZero() {
+			if !g.to.After(g.from) {
 				continue
 			}
-			out = append(out, s)
-			if !live {
-				detailed += s.cost(s.to)
-			}
-			if first.IsZero() || s.from.Before(first) {
-				first = s.from
-			}
+			g.total = g.hourly.ForDuration(g.to.Sub(g.from))
 		}
-	}
-	for i := range r.Status.Attempts {
-		add(&r.Status.Attempts[i], false)
-	}
-	for _, a := range []*job.Attempt{r.Status.Previous, r.Status.Current} {
-		if a != nil {
-			add(a, true)
-		}
-	}
-	// Attempts the record has let go of (it keeps the latest few) are in
-	// EndedCost but not listed: bill them at the first listed one.
-	if rest := r.Status.EndedCost - detailed; rest != 0 {
-		at := first
-		if at.IsZero() {
-			at = r.Status.SubmittedAt
-		}
-		out = append(out, spendSegment{from: at, lump: rest})
+		out = append(out, g)
 	}
 	return out
 }
 
-func intern(s string) string { return unique.Make(s).Value() }
-
-// CostGroups are what costs can be grouped by.
-var CostGroups = []string{"team", "provider", "purchase", "region", "gpu"}
+// CostGroups are what costs can be grouped by; a report may group by
+// several at once ("team,provider").
+var CostGroups = []string{"team", "provider", "purchase", "region", "gpu", "job", "kind"}
 
 // CostQuery asks for spend over time.
 type CostQuery struct {
-	// GroupBy is one of CostGroups (default team).
+	// GroupBy is one of CostGroups, or several joined by commas (default
+	// team).
 	GroupBy string
 	// From and To bound the period; Bucket is the width of each step.
 	From, To time.Time
@@ -147,11 +87,15 @@ type CostSeries struct {
 	Starts []time.Time  `json:"starts"`
 	Groups []CostGroup  `json:"groups"`
 	Total  money.Micros `json:"total_usd"`
-	Jobs   int          `json:"jobs"`
+	// Overhead is the part of Total that belongs to no job (orphan
+	// instances, reserved hours left idle).
+	Overhead money.Micros `json:"overhead_usd"`
+	Jobs     int          `json:"jobs"`
 	// Savings are the groups' savings together (see CostGroup).
 	Savings money.Micros `json:"savings_usd"`
 	Note    string       `json:"note,omitempty"`
 	byKey   map[string]int
+	keys    []string
 }
 
 // CostGroup is one group's spend, and the savings of its jobs that
@@ -160,6 +104,7 @@ type CostSeries struct {
 type CostGroup struct {
 	Key      string         `json:"key"`
 	Total    money.Micros   `json:"total_usd"`
+	Overhead money.Micros   `json:"overhead_usd"`
 	Series   []money.Micros `json:"series"`
 	Finished int            `json:"finished_jobs"`
 	Baseline money.Micros   `json:"baseline_usd"`
@@ -169,9 +114,16 @@ type CostGroup struct {
 // maxBuckets bounds a series.
 const maxBuckets = 2000
 
+// WithLedger gives the service the ledger the cost reports read.
+func (s *Service) WithLedger(v *ledger.View) *Service {
+	s.ledger = v
+	return s
+}
+
 // Costs returns what the jobs the caller may see cost in a period, per
-// group and bucket. A figure is what the jobs were billed, as each job's
-// cost_usd: a running job's spend grows to now.
+// group and bucket, from the ledger, with what the jobs still running
+// have run up since (so a running job's spend grows to now), and, for a
+// caller who may see every team, the overhead that belongs to no job.
 func (s *Service) Costs(ctx context.Context, q CostQuery) (*CostSeries, error) {
 	p, err := s.principal(ctx)
 	if err != nil {
@@ -183,11 +135,10 @@ func (s *Service) Costs(ctx context.Context, q CostQuery) (*CostSeries, error) {
 		}
 		q.Team = p.Team
 	}
-	if q.GroupBy == "" {
-		q.GroupBy = "team"
-	}
-	if !slices.Contains(CostGroups, q.GroupBy) {
-		return nil, errBadRequest("group_by: %q is not one of %v", q.GroupBy, CostGroups)
+	allTeams := q.Team == "" && p.Can(auth.ReadJobs, "")
+	keys, err := costKeys(q.GroupBy)
+	if err != nil {
+		return nil, err
 	}
 	now := s.clock.Now()
 	if q.To.IsZero() {
@@ -206,25 +157,40 @@ func (s *Service) Costs(ctx context.Context, q CostQuery) (*CostSeries, error) {
 	if n > maxBuckets {
 		return nil, errBadRequest("the period holds %d buckets of %s; at most %d (use a wider bucket)", n, q.Bucket, maxBuckets)
 	}
-	out := &CostSeries{GroupBy: q.GroupBy, From: q.From, To: q.To, Bucket: q.Bucket.String(), Groups: []CostGroup{}, byKey: map[string]int{}}
+	out := &CostSeries{GroupBy: strings.Join(keys, ","), From: q.From, To: q.To, Bucket: q.Bucket.String(), Groups: []CostGroup{},
+		byKey: map[string]int{}, keys: keys}
 	for i := range n {
 		out.Starts = append(out.Starts, q.From.Add(time.Duration(i)*q.Bucket))
+	}
+	jobs := map[string]bool{}
+	if s.ledger != nil {
+		s.ledger.Each(q.From, q.To, func(r *ledger.Row) bool {
+			if (q.Team != "" || !allTeams) && r.Team != q.Team || r.JobID == "" && !allTeams {
+				return true
+			}
+			g := spendSegment{from: r.Start, to: r.End, hourly: r.Price, total: r.Cost, dims: r.Dims}
+			if out.add(q, g, n, now) && r.JobID != "" {
+				jobs[r.JobID] = true
+			}
+			return true
+		})
+	} else {
+		out.Note = "the ledger is not open: only what running jobs have run up is shown"
 	}
 	s.ix.mu.RLock()
 	for _, e := range s.ix.order {
 		if q.Team != "" && e.sum.Team != q.Team {
 			continue
 		}
-		counted := false
-		for _, g := range e.spend {
-			counted = out.add(q, g, e.sum.Team, n, now) || counted
+		for _, g := range e.open {
+			if out.add(q, g, n, now) {
+				jobs[e.id] = true
+			}
 		}
-		if counted {
-			out.Jobs++
-		}
-		out.saved(q, e, n, now)
+		out.saved(q, s, e, n, now)
 	}
 	s.ix.mu.RUnlock()
+	out.Jobs = len(jobs)
 	slices.SortFunc(out.Groups, func(a, b CostGroup) int {
 		if a.Total != b.Total {
 			return cmp.Compare(b.Total, a.Total)
@@ -235,11 +201,29 @@ func (s *Service) Costs(ctx context.Context, q CostQuery) (*CostSeries, error) {
 	return out, nil
 }
 
+// costKeys reads a group_by: one or more of CostGroups, by commas.
+func costKeys(groupBy string) ([]string, error) {
+	if groupBy == "" {
+		return []string{"team"}, nil
+	}
+	var keys []string
+	for k := range strings.SplitSeq(groupBy, ",") {
+		k = strings.TrimSpace(k)
+		if !slices.Contains(CostGroups, k) {
+			return nil, errBadRequest("group_by: %q is not one of %v", k, CostGroups)
+		}
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
+}
+
 // add spreads what a segment billed within the period over the buckets;
 // it reports whether the segment billed anything there.
-func (c *CostSeries) add(q CostQuery, g spendSegment, team string, n int, now time.Time) bool {
+func (c *CostSeries) add(q CostQuery, g spendSegment, n int, now time.Time) bool {
 	from, to := maxTime(g.from, q.From), q.To
-	if g.lump == 0 {
+	if g.to.IsZero() || g.to.After(g.from) {
 		end := now
 		if !g.to.IsZero() && g.to.Before(end) {
 			end = g.to
@@ -253,19 +237,24 @@ func (c *CostSeries) add(q CostQuery, g spendSegment, team string, n int, now ti
 	} else if g.from.Before(q.From) || !g.from.Before(q.To) {
 		return false
 	}
-	grp := c.group(c.keyOf(q.GroupBy, g, team), n)
+	grp := c.group(c.keyOf(g.dims, ""), n)
+	overhead := g.dims.Kind == ledger.Overhead
 	billed := false
 	put := func(b int, v money.Micros) {
 		if v != 0 {
 			grp.Series[b] += v
 			grp.Total += v
 			c.Total += v
+			if overhead {
+				grp.Overhead += v
+				c.Overhead += v
+			}
 			billed = true
 		}
 	}
 	first := min(n-1, int(from.Sub(q.From)/q.Bucket))
-	if g.lump != 0 {
-		put(first, g.lump)
+	if !g.to.IsZero() && !g.to.After(g.from) {
+		put(first, g.total) // a one-off charge
 		return billed
 	}
 	lo := from
@@ -282,19 +271,16 @@ func (c *CostSeries) add(q CostQuery, g spendSegment, team string, n int, now ti
 
 // saved counts the savings of a job that finished in the period, under
 // its team or where it last ran.
-func (c *CostSeries) saved(q CostQuery, e *entry, n int, now time.Time) {
+func (c *CostSeries) saved(q CostQuery, s *Service, e *entry, n int, now time.Time) {
 	if e.baseline <= 0 || e.finishedAt.IsZero() || e.finishedAt.Before(q.From) || !e.finishedAt.Before(q.To) {
 		return
 	}
-	var cost money.Micros
-	for _, g := range e.spend {
-		cost += g.cost(now)
-	}
-	var last spendSegment
+	cost := e.summaryAt(now).CostUSD
+	last := ledger.Dims{JobID: e.id, Team: e.sum.Team}
 	if p := e.sum.Placement; p != nil {
-		last = spendSegment{provider: p.Provider, region: p.Region, purchase: p.Purchase, gpu: p.GPU}
+		last.Provider, last.Region, last.Purchase, last.GPU = p.Provider, p.Region, p.Purchase, p.GPU
 	}
-	grp := c.group(c.keyOf(q.GroupBy, last, e.sum.Team), n)
+	grp := c.group(c.keyOf(&last, e.sum.Team), n)
 	sv := savings(e.baseline, e.sum.Progress, cost)
 	grp.Finished++
 	grp.Baseline += sv + cost
@@ -302,12 +288,24 @@ func (c *CostSeries) saved(q CostQuery, e *entry, n int, now time.Time) {
 	c.Savings += sv
 }
 
-func (c *CostSeries) keyOf(groupBy string, g spendSegment, team string) string {
-	key := map[string]string{"team": team, "provider": g.provider, "purchase": g.purchase, "region": g.region, "gpu": g.gpu}[groupBy]
-	if key == "" {
-		return "(none)"
+// keyOf is a group's key: the dimensions grouped by, joined by "/".
+func (c *CostSeries) keyOf(d *ledger.Dims, team string) string {
+	parts := make([]string, len(c.keys))
+	for i, k := range c.keys {
+		v := map[string]string{"team": d.Team, "provider": d.Provider, "purchase": d.Purchase, "region": d.Region,
+			"gpu": d.GPU, "job": d.JobID, "kind": string(d.Kind)}[k]
+		if k == "team" && v == "" {
+			v = team
+		}
+		if v == "" {
+			v = "(none)"
+			if d.Kind == ledger.Overhead && (k == "team" || k == "job") {
+				v = "(overhead)"
+			}
+		}
+		parts[i] = v
 	}
-	return key
+	return strings.Join(parts, "/")
 }
 
 func (c *CostSeries) group(key string, n int) *CostGroup {
@@ -331,18 +329,9 @@ func maxTime(a, b time.Time) time.Time {
 func (s *Service) httpCosts(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	cq := CostQuery{GroupBy: q.Get("group_by"), Team: q.Get("team")}
-	for _, f := range []struct {
-		name string
-		to   *time.Time
-	}{{"from", &cq.From}, {"to", &cq.To}} {
-		if v := q.Get(f.name); v != "" {
-			t, err := time.Parse(time.RFC3339, v)
-			if err != nil {
-				writeError(w, errBadRequest("%s: %q is not an RFC 3339 time (2026-12-03T10:00:00Z)", f.name, v))
-				return
-			}
-			*f.to = t
-		}
+	if err := parseTimes(q, &cq.From, &cq.To); err != nil {
+		writeError(w, err)
+		return
 	}
 	if v := q.Get("bucket"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -366,4 +355,21 @@ func (s *Service) httpCosts(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.Costs(r.Context(), cq)
 	respond(w, http.StatusOK, res, err)
+}
+
+// parseTimes reads a query's from and to (RFC 3339).
+func parseTimes(q url.Values, from, to *time.Time) *Error {
+	for _, f := range []struct {
+		name string
+		to   *time.Time
+	}{{"from", from}, {"to", to}} {
+		if v := q.Get(f.name); v != "" {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				return errBadRequest("%s: %q is not an RFC 3339 time (2026-12-03T10:00:00Z)", f.name, v)
+			}
+			*f.to = t
+		}
+	}
+	return nil
 }

@@ -5,10 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/spotwise/spotwise/auth"
 	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/ledger"
 	"github.com/spotwise/spotwise/money"
 )
 
@@ -41,10 +44,8 @@ func costRecords(now time.Time) []*job.Record {
 	b.Spec.Team = "nlp"
 	done := job.Attempt{N: 1, Placement: placement("aws", "spot", 1_000_003, 1), LaunchedAt: t1.Add(time.Minute), EndedAt: t1.Add(61*time.Minute + 13*time.Second), Outcome: job.OutcomeSucceeded}
 	done.Cost = money.Micros(1_000_003).ForDuration(60*time.Minute + 13*time.Second)
-	// The record no longer lists an earlier attempt: its cost is in
-	// EndedCost all the same.
 	b.Status.Attempts = []job.Attempt{done}
-	b.Status.EndedCost = done.Cost + 777_777
+	b.Status.EndedCost = done.Cost
 	b.Status.Progress, b.Status.FinishedAt, b.Status.BaselineCost = 1, done.EndedAt, 5_000_000
 
 	c := rec(job.NewID(t1), t1.Add(time.Second), job.Queued)
@@ -52,13 +53,37 @@ func costRecords(now time.Time) []*job.Record {
 	return []*job.Record{a, b, c}
 }
 
+// costExtras are charges the ledger holds beside the records' usage: a
+// checkpoint of the finished job carried between regions, and an orphan
+// instance that belongs to no job.
+func costExtras(now time.Time, recs []*job.Record) []ledger.Entry {
+	t1 := now.Add(-3 * time.Hour)
+	return []ledger.Entry{
+		{ID: recs[1].ID + "/transfer/1", Kind: ledger.Transfer, Category: "checkpoint", Start: t1.Add(time.Minute), End: t1.Add(time.Minute),
+			Cost: 777_777, Provider: "aws", Region: "us-east-1", JobID: recs[1].ID, Team: "nlp", Attempt: 1},
+		{ID: "overhead/i-orphan", Kind: ledger.Overhead, Category: ledger.OverheadOrphan, Start: now.Add(-2 * time.Hour), End: now.Add(-time.Hour),
+			PricePerHour: 1_234_567, Cost: 1_234_567, Provider: "aws", Region: "us-east-1", Purchase: "spot", Instance: "i-orphan"},
+	}
+}
+
+// costService is a service whose index holds costRecords and whose ledger
+// holds their closed charges, as the writer appends them, and costExtras.
 func costService(t *testing.T, now time.Time) *Service {
 	t.Helper()
 	s := &Service{ix: newIndex(), clock: clock.NewFake(now)}
-	for i, r := range costRecords(now) {
+	v := ledger.NewView(zaptest.NewLogger(t))
+	recs := costRecords(now)
+	for i, r := range recs {
 		s.ix.apply(events.JobChange{ID: r.ID, Revision: uint64(i + 1), Record: r})
+		closed, _ := ledger.Charges(r, now)
+		for _, e := range closed {
+			v.Add(e)
+		}
 	}
-	return s
+	for _, e := range costExtras(now, recs) {
+		v.Add(e)
+	}
+	return s.WithLedger(v)
 }
 
 // However the period is cut and grouped, the spend adds up to exactly
@@ -67,9 +92,15 @@ func costService(t *testing.T, now time.Time) *Service {
 func TestCostsAddUpToWhatJobsAreBilled(t *testing.T) {
 	now := time.Date(2031, 3, 14, 18, 0, 0, 0, time.UTC)
 	s := costService(t, now)
-	var billed money.Micros
+	var billed, overhead money.Micros
 	for _, r := range costRecords(now) {
 		billed += r.CostAt(now)
+	}
+	for _, e := range costExtras(now, costRecords(now)) {
+		billed += e.Cost
+		if e.Kind == ledger.Overhead {
+			overhead += e.Cost
+		}
 	}
 	op := auth.WithPrincipal(context.Background(), auth.System("test"))
 	for _, group := range CostGroups {
@@ -93,7 +124,10 @@ func TestCostsAddUpToWhatJobsAreBilled(t *testing.T) {
 				sum += gs
 			}
 			if sum != billed || c.Total != billed {
-				t.Errorf("%s by %s: spend %s (total %s), the jobs are billed %s", group, bucket, sum, c.Total, billed)
+				t.Errorf("%s by %s: spend %s (total %s), the jobs and overhead are billed %s", group, bucket, sum, c.Total, billed)
+			}
+			if c.Overhead != overhead {
+				t.Errorf("%s by %s: overhead %s, want %s", group, bucket, c.Overhead, overhead)
 			}
 			if c.Jobs != 2 {
 				t.Errorf("%s by %s: %d jobs billed, want 2", group, bucket, c.Jobs)
@@ -102,6 +136,9 @@ func TestCostsAddUpToWhatJobsAreBilled(t *testing.T) {
 	}
 	byPurchase, _ := s.Costs(op, CostQuery{GroupBy: "purchase", From: now.Add(-6 * time.Hour), To: now, Bucket: time.Hour})
 	want := map[string]bool{"spot": true, "on-demand": true, "(none)": true}
+	if byPurchase.Groups[len(byPurchase.Groups)-1].Key != "(none)" {
+		t.Errorf("the transfer, which has no purchase option, is not the smallest group: %+v", byPurchase.Groups)
+	}
 	for _, g := range byPurchase.Groups {
 		if !want[g.Key] {
 			t.Errorf("unexpected purchase group %q", g.Key)
@@ -123,7 +160,8 @@ func TestCostsAddUpToWhatJobsAreBilled(t *testing.T) {
 	}
 	// 14:00-16:00: the spot instances from 14:00 to their ends (i-1 ran
 	// 50 minutes before, i-2 49), on-demand from 14:50, the finished job
-	// from 15:01 with the cost of the attempt it no longer lists.
+	// from 15:01 and the transfer of its checkpoint then, the orphan from
+	// 16:00 (nothing).
 	m := func(p money.Micros, d time.Duration) money.Micros { return p.ForDuration(d) }
 	inside := m(3_123_457, 90*time.Minute) - m(3_123_457, 50*time.Minute) +
 		m(2_999_999, 92*time.Minute+7*time.Second) - m(2_999_999, 49*time.Minute) +
@@ -189,8 +227,8 @@ func TestCostsKeepToTheCallersTeams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Groups) != 1 || c.Groups[0].Key != "nlp" {
-		t.Errorf("nlp's viewer sees %+v", c.Groups)
+	if len(c.Groups) != 1 || c.Groups[0].Key != "nlp" || c.Overhead != 0 {
+		t.Errorf("nlp's viewer sees %+v, overhead %s", c.Groups, c.Overhead)
 	}
 	if _, err := s.Costs(nlp, CostQuery{Team: "vision"}); err == nil {
 		t.Error("nlp's viewer read vision's costs")
@@ -198,6 +236,7 @@ func TestCostsKeepToTheCallersTeams(t *testing.T) {
 	op := auth.WithPrincipal(context.Background(), auth.System("test"))
 	for name, q := range map[string]CostQuery{
 		"unknown group":   {GroupBy: "colour"},
+		"unknown second":  {GroupBy: "team,colour"},
 		"backwards":       {From: now, To: now.Add(-time.Hour)},
 		"too many points": {From: now.Add(-2000 * time.Hour), To: now, Bucket: time.Minute},
 	} {

@@ -48,8 +48,9 @@ type entry struct {
 	finishedAt time.Time // set once the job is finished
 	hourly     money.Micros
 	endedCost  money.Micros
-	// spend is where the job's cost fell in time (see spendOf).
-	spend []spendSegment
+	// open are the job's charges still running (see openOf): what it has
+	// cost that the ledger does not hold yet.
+	open []spendSegment
 	// baseline is the job's on-demand baseline (job.Status.BaselineCost).
 	baseline money.Micros
 }
@@ -149,7 +150,7 @@ func (ix *index) apply(c events.JobChange) {
 	if a := r.Status.Current; a != nil && !a.LaunchedAt.IsZero() {
 		e.launchedAt, e.hourly = a.LaunchedAt, a.Placement.HourlyCost()
 	}
-	e.spend = spendOf(r)
+	e.open = openOf(r)
 	e.baseline = r.Status.BaselineCost
 	if !listed {
 		ix.insert(e)

@@ -15,6 +15,7 @@ import (
 	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/ledger"
 )
 
 // Service is the job API behind both HTTP and NATS.
@@ -30,6 +31,8 @@ type Service struct {
 	hub   *hub
 	// market is the price feed's offers, for the dashboard.
 	market *market
+	// ledger is the cost ledger the cost reports read (nil: not open).
+	ledger *ledger.View
 	// follows counts the outputs streamed now, at most maxFollows
 	// (MaxFollowers when zero).
 	follows    atomic.Int64

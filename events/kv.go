@@ -308,3 +308,54 @@ func (s *JobStore) Watch(ctx context.Context, fn func(JobChange), ready func()) 
 func (s *JobStore) Keys(ctx context.Context) ([]string, error) {
 	return (&KV{kv: s.kv}).Keys(ctx)
 }
+
+// WatchFrom calls fn with every version of every job record stored from
+// revision from on (the bucket's older versions, while kept, included), in
+// order, and then with every new one, until stop. from 0 starts with the
+// latest version of each record. A reader that keeps its place (the cost
+// ledger's writer) resumes where it stopped without reading the whole
+// bucket again.
+func (s *JobStore) WatchFrom(ctx context.Context, from uint64, fn func(JobChange)) (stop func(), err error) {
+	wctx, cancel := context.WithCancel(ctx)
+	var opts []jetstream.WatchOpt
+	if from > 0 {
+		opts = append(opts, jetstream.ResumeFromRevision(from))
+	}
+	w, err := s.kv.WatchAll(wctx, opts...)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("watching %s: %w", s.kv.Bucket(), err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok || wctx.Err() != nil {
+					return
+				}
+				if e == nil {
+					continue
+				}
+				ch := JobChange{ID: e.Key(), Revision: e.Revision()}
+				if e.Operation() == jetstream.KeyValuePut {
+					r, err := DecodeRecord(e.Value())
+					if err != nil {
+						s.log.Warn("skipping garbled job record", zap.String("job", e.Key()), zap.Error(err))
+						continue
+					}
+					ch.Record = r
+				}
+				fn(ch)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}, nil
+}

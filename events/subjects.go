@@ -202,6 +202,7 @@ const (
 	StreamAgent         = "SPOTWISE_AGENT"
 	StreamAlerts        = "SPOTWISE_ALERTS"
 	StreamAudit         = "SPOTWISE_AUDIT"
+	StreamLedger        = "SPOTWISE_LEDGER"
 )
 
 // Bucket names.
@@ -253,6 +254,9 @@ func streamConfigs(replicas int, logs LogRetention) []jetstream.StreamConfig {
 			[]string{AllAudit}, 400*day, 1<<30, 0),
 		mk(StreamLogs, "jobs' output (stdout, stderr), one subject per attempt",
 			[]string{AllLogs}, logs.MaxAge, logs.MaxBytes, LogMessagesPerAttempt),
+		// Money is kept: no age or size limit drops a charge.
+		mk(StreamLedger, "the cost ledger: every charge, append-only, one subject per job",
+			[]string{subjectLedger + ".>"}, 0, -1, 0),
 	}
 }
 

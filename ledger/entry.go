@@ -49,9 +49,10 @@ const (
 // micro-dollar), ListCost what the same time would cost at the on-demand
 // list price.
 type Entry struct {
-	// ID names the charge, unique in the ledger: "<job>/a<attempt>/<instance>/<segment>"
-	// for usage; a reversal's is the reversed entry's followed by "~r" and
-	// a number.
+	// ID names the charge, unique in the ledger:
+	// "<job>/a<attempt>/<instance>/<segment>" for usage (see Charges); a
+	// later version of a charge has "~v2", "~v3"... after it, and a
+	// reversal is the reversed entry's ID followed by "~r".
 	ID   string `json:"id"`
 	Kind Kind   `json:"kind"`
 	// Category refines the kind (Overhead*; "checkpoint" for transfer
@@ -116,10 +117,10 @@ func (e *Entry) Check() error {
 	return nil
 }
 
-// Reversal is the entry that takes e back.
-func (e Entry) Reversal(n int, at time.Time) Entry {
+// Reversal is the entry that takes e back: "<e's ID>~r".
+func (e Entry) Reversal(at time.Time) Entry {
 	r := e
-	r.ID = fmt.Sprintf("%s~r%d", e.ID, n)
+	r.ID = e.ID + "~r"
 	r.Reverses = e.ID
 	r.Cost, r.ListCost, r.Quantity = -e.Cost, -e.ListCost, -e.Quantity
 	r.RecordedAt = at

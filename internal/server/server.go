@@ -26,6 +26,7 @@ import (
 	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/internal/web"
+	"github.com/spotwise/spotwise/ledger"
 	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/providers/aws"
 	"github.com/spotwise/spotwise/providers/azure"
@@ -58,6 +59,7 @@ type Server struct {
 	opToken     string
 	wallClock   clock.Clock // tokens' expiry; nil: the real clock
 	node        string      // this server's name for the scheduler lease
+	ledger      *ledger.View
 	version     string      // of the binary, for spotwise_build_info
 }
 
@@ -109,6 +111,9 @@ func (s *Server) start(ctx, rctx context.Context) error {
 	}
 	s.api = api.NewService(bus, cat, s.clock, s.log.Named("api")).WithAuth(authn)
 	if err := s.startIndex(ctx, rctx); err != nil {
+		return err
+	}
+	if err := s.openLedger(ctx, rctx); err != nil {
 		return err
 	}
 	if s.stopNATS, err = s.api.ServeNATS(bus); err != nil {
@@ -258,6 +263,7 @@ func (s *Server) lead(ctx context.Context) error {
 		}
 		defer stopControl()
 	}
+	s.writeLedger(tctx, &wg)
 	s.term.Store(&term{cloud: cloud, clouds: clouds, scheduler: sched})
 	defer s.term.Store(nil)
 	wg.Add(1)

@@ -1,0 +1,151 @@
+package ledger
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/money"
+)
+
+// Charges cuts a job's bill, as its record has it at now, into entries:
+// closed are the charges that have ended (an instance's price segment
+// that a price change or the instance's end closed; everything of an
+// attempt that has ended, billed as the record bills it), open the
+// segments still running, billed up to now. Closed and open together sum
+// to the record's CostAt(now), micro-dollar for micro-dollar.
+//
+// A closed entry's ID is its key: "<job>/a<attempt>/<instance>/<segment>",
+// or "<job>/a<attempt>/nodes" for an attempt whose instances were never
+// known (billed for its nodes from its launch). A key's charge can change
+// (an instance's end known later than the attempt's): the writer then
+// reverses what it wrote and writes the new charge.
+func Charges(r *job.Record, now time.Time) (closed, open []Entry) {
+	add := func(a *job.Attempt, live bool) {
+		end := now
+		if !live {
+			end = a.EndedAt
+		}
+		if a.Released() && a.ReleasedAt.Before(end) {
+			end = a.ReleasedAt
+		}
+		base := usage(r, a)
+		if len(a.Spans) == 0 {
+			if a.LaunchedAt.IsZero() || !end.After(a.LaunchedAt) {
+				return
+			}
+			e := base
+			nodes := max(1, a.Placement.Nodes)
+			e.ID = fmt.Sprintf("%s/a%d/nodes", r.ID, a.N)
+			e.Start, e.End = a.LaunchedAt, end
+			e.PricePerHour = a.Placement.HourlyCost()
+			e.Cost = e.PricePerHour.ForDuration(end.Sub(a.LaunchedAt))
+			e.ListCost = listPrice(a.Placement, a.Placement.PricePerHour).MulInt(nodes).ForDuration(end.Sub(a.LaunchedAt))
+			e.Quantity = end.Sub(a.LaunchedAt).Hours() * float64(nodes)
+			if live {
+				open = append(open, e)
+			} else {
+				closed = append(closed, e)
+			}
+			return
+		}
+		for _, sp := range a.Spans {
+			segs := sp.Segments(end, a.Placement.PricePerHour)
+			for k, seg := range segs {
+				e := base
+				e.ID = fmt.Sprintf("%s/a%d/%s/%d", r.ID, a.N, sp.Instance, k)
+				e.Instance = sp.Instance
+				e.Start, e.End, e.PricePerHour = seg.From, seg.To, seg.Price
+				e.Cost = seg.Cost()
+				e.ListCost = listPrice(a.Placement, seg.Price).ForDuration(seg.To.Sub(seg.From))
+				e.Quantity = seg.To.Sub(seg.From).Hours()
+				if !live || !sp.To.IsZero() || k < len(segs)-1 {
+					closed = append(closed, e)
+				} else {
+					open = append(open, e)
+				}
+			}
+		}
+	}
+	for i := range r.Status.Attempts {
+		add(&r.Status.Attempts[i], false)
+	}
+	for _, a := range []*job.Attempt{r.Status.Previous, r.Status.Current} {
+		if a != nil {
+			add(a, true)
+		}
+	}
+	return closed, open
+}
+
+// usage is the part of a usage entry an attempt decides.
+func usage(r *job.Record, a *job.Attempt) Entry {
+	p := a.Placement
+	return Entry{
+		Kind: Usage, Unit: "Hours",
+		Provider: p.Provider, Region: p.Region, Zone: p.Zone, InstanceType: p.InstanceType,
+		Purchase: p.Purchase, GPU: p.GPU, GPUs: p.GPUs,
+		JobID: r.ID, JobName: r.Spec.Name, Attempt: a.N, Team: r.Spec.Team, Labels: r.Spec.Labels,
+	}
+}
+
+// listPrice is what the placement's capacity lists at on demand: its
+// recorded on-demand price, else (a record from before it was recorded)
+// the price paid when it was bought on demand, else unknown (0).
+func listPrice(p job.Placement, paid money.Micros) money.Micros {
+	switch {
+	case p.OnDemandPrice > 0:
+		return p.OnDemandPrice
+	case p.Purchase == "on-demand":
+		return paid
+	}
+	return 0
+}
+
+// Key is the charge an entry is a version or a reversal of: its ID up to
+// the first "~".
+func Key(id string) string {
+	k, _, _ := strings.Cut(id, "~")
+	return k
+}
+
+// attemptOf reads the attempt number from a usage key ("<job>/a<n>/..."),
+// 0 when it has none.
+func attemptOf(key string) int {
+	_, rest, ok := strings.Cut(key, "/a")
+	if !ok {
+		return 0
+	}
+	n := 0
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// sameCharge reports whether two versions of a charge bill the same: the
+// period, the price and the cost (who it is billed to cannot change).
+func sameCharge(a, b *Entry) bool {
+	return a.Start.Equal(b.Start) && a.End.Equal(b.End) && a.PricePerHour == b.PricePerHour && a.Cost == b.Cost && a.ListCost == b.ListCost
+}
+
+// forever stands for "now" when the open charges' ends are not wanted.
+var forever = time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Running are a job's open charges (see Charges) as they stand, without a
+// now: End is zero for one still running, else the release that capped
+// it; Cost is what it bills up to a time, Entry.CostAt.
+func Running(r *job.Record) []Entry {
+	_, open := Charges(r, forever)
+	for i := range open {
+		if open[i].End.Equal(forever) {
+			open[i].End = time.Time{}
+		}
+		open[i].Cost, open[i].ListCost, open[i].Quantity = 0, 0, 0
+	}
+	return open
+}

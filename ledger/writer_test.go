@@ -1,0 +1,175 @@
+package ledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/spotwise/spotwise/clock"
+	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/events/eventstest"
+	"github.com/spotwise/spotwise/internal/testutil"
+	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/ledger"
+	"github.com/spotwise/spotwise/money"
+)
+
+var t0 = time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC)
+
+func at(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
+
+// spotRecord is a job running on two spot instances: i-1 whose price
+// changed twice (as p4d spot went $6.01 -> $5.68 -> $5.49), i-2 ended by
+// its provider at 45 minutes.
+func spotRecord() *job.Record {
+	r := &job.Record{ID: job.NewID(t0), Spec: job.Spec{Name: "train", Team: "vision", Labels: map[string]string{"project": "x"}}}
+	r.Status.State = job.Running
+	r.Status.Attempt = 1
+	r.Status.Current = &job.Attempt{N: 1, LaunchedAt: at(0),
+		Placement: job.Placement{Provider: "aws", Region: "us-east-2", Zone: "us-east-2c", InstanceType: "p4d.24xlarge", GPU: "A100", GPUs: 8,
+			Nodes: 2, Purchase: "spot", PricePerHour: money.MustParse("6.01"), OnDemandPrice: money.MustParse("32.7726")},
+		Spans: []job.Span{
+			{Instance: "i-1", From: at(0), Prices: []money.PriceChange{{At: at(30), Price: money.MustParse("5.68")}, {At: at(60), Price: money.MustParse("5.49")}}},
+			{Instance: "i-2", From: at(0), To: at(45)},
+		}}
+	return r
+}
+
+// stored reads a job's ledger subject: its entries in order.
+func stored(t *testing.T, bus *events.Bus, id string) []ledger.Entry {
+	t.Helper()
+	msgs, err := bus.LedgerSubject(context.Background(), events.LedgerJobSubject(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]ledger.Entry, len(msgs))
+	for i, m := range msgs {
+		if err := json.Unmarshal(m.Data, &out[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func sum(es []ledger.Entry) money.Micros {
+	var s money.Micros
+	for _, e := range es {
+		s += e.Cost
+	}
+	return s
+}
+
+func record(t *testing.T, w *ledger.Writer, r *job.Record, want int) {
+	t.Helper()
+	n, err := w.Record(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != want {
+		t.Fatalf("appended %d entries, want %d", n, want)
+	}
+}
+
+// The writer appends each closed charge once, whatever writes it again (a
+// repeat, a restarted writer, a second writer racing it), reverses a
+// charge the record corrects, and the job's entries always sum to what
+// the record bills for them; a spot instance across three prices is
+// billed per segment.
+func TestWriterAppendsEachChargeOnceAndReversesCorrections(t *testing.T) {
+	clk := clock.NewFake(at(70))
+	bus := eventstest.NewBus(t, clk)
+	log := eventstest.Logger(t)
+	w := ledger.NewWriter(bus, clk, log)
+	r := spotRecord()
+
+	// i-1's first two segments (closed by the price changes) and i-2.
+	record(t, w, r, 3)
+	record(t, w, r, 0)
+	record(t, ledger.NewWriter(bus, clk, log), r, 0) // a restarted writer reads what is there
+	es := stored(t, bus, r.ID)
+	closed, open := ledger.Charges(r, clk.Now())
+	if got, want := sum(es)+sum(open), r.CostAt(clk.Now()); got != want {
+		t.Errorf("entries %s + open %s = %s, the record bills %s", sum(es), sum(open), got, want)
+	}
+	if len(closed) != 3 || len(open) != 1 || open[0].PricePerHour != money.MustParse("5.49") {
+		t.Fatalf("closed %d, open %+v", len(closed), open)
+	}
+	if e := es[0]; e.ID != r.ID+"/a1/i-1/0" || e.Cost != money.MustParse("3.005") || e.ListCost != money.MustParse("16.3863") ||
+		e.Team != "vision" || e.Purchase != "spot" || e.Zone != "us-east-2c" || e.Quantity != 0.5 {
+		t.Errorf("first entry %+v", e)
+	}
+
+	// The instance ends at 80 minutes; i-2's end turns out to be 50.
+	r.Status.Current.Spans[0].To = at(80)
+	r.Status.Current.Spans[1].To = at(50)
+	clk.Set(at(90))
+	record(t, w, r, 3) // i-1's last segment; i-2 reversed and charged again
+	es = stored(t, bus, r.ID)
+	if got, want := sum(es), r.CostAt(clk.Now()); got != want {
+		t.Errorf("after the end: entries sum to %s, the record bills %s", got, want)
+	}
+	var rev, v2 *ledger.Entry
+	for i := range es {
+		switch es[i].ID {
+		case r.ID + "/a1/i-2/0~r":
+			rev = &es[i]
+		case r.ID + "/a1/i-2/0~v2":
+			v2 = &es[i]
+		}
+	}
+	if rev == nil || v2 == nil || rev.Reverses != r.ID+"/a1/i-2/0" || rev.Cost != -money.MustParse("6.01").ForDuration(45*time.Minute) ||
+		v2.Cost != money.MustParse("6.01").ForDuration(50*time.Minute) {
+		t.Fatalf("correction: reversal %+v, new version %+v", rev, v2)
+	}
+
+	// Two writers that both knew the subject race to append the next
+	// change: one appends, the other finds it done.
+	a, b := ledger.NewWriter(bus, clk, log), ledger.NewWriter(bus, clk, log)
+	record(t, a, r, 0)
+	record(t, b, r, 0)
+	r.Status.Current.Spans[1].To = at(55)
+	record(t, a, r, 2)
+	record(t, b, r, 0)
+	es = stored(t, bus, r.ID)
+	if got, want := sum(es), r.CostAt(clk.Now()); got != want || len(es) != 8 {
+		t.Errorf("after the race: %d entries summing to %s, the record bills %s", len(es), got, want)
+	}
+	seen := map[string]bool{}
+	for _, e := range es {
+		if seen[e.ID] {
+			t.Errorf("entry %s stored twice", e.ID)
+		}
+		seen[e.ID] = true
+	}
+
+	// Every server's view follows the ledger to the same totals.
+	v := ledger.NewView(log)
+	stop, err := v.Follow(context.Background(), bus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	<-v.Ready()
+	if got := v.JobTotal(r.ID); got != r.CostAt(clk.Now()) {
+		t.Errorf("the view bills the job %s, the record %s", got, r.CostAt(clk.Now()))
+	}
+	// November's hour (23:00-24:00) and December's rest, exactly.
+	nov, dec := v.MonthSpend("vision", at(0)), v.MonthSpend("vision", at(61))
+	if nov+dec != r.CostAt(clk.Now()) || nov == 0 || dec == 0 {
+		t.Errorf("November %s + December %s, want %s in all", nov, dec, r.CostAt(clk.Now()))
+	}
+	if got := v.Totals()[ledger.SpendKey{Team: "vision", Provider: "aws", Purchase: "spot"}]; got != r.CostAt(clk.Now()) {
+		t.Errorf("spend metric total %s", got)
+	}
+	// A new entry reaches a view that is following.
+	r.Status.Current.Spans = append(r.Status.Current.Spans, job.Span{Instance: "i-3", From: at(60), To: at(61)})
+	record(t, w, r, 1)
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if got := v.JobTotal(r.ID); got != r.CostAt(clk.Now()) {
+			return fmt.Errorf("the view bills %s, the record %s", got, r.CostAt(clk.Now()))
+		}
+		return nil
+	})
+}
