@@ -10,6 +10,7 @@ import (
 
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/ledger"
 	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
 )
@@ -194,7 +195,7 @@ func (s *Scheduler) orphans(ctx context.Context, key string, insts []providers.I
 			done = false
 			continue
 		}
-		s.recordOverhead(ctx, in)
+		done = s.recordOverhead(ctx, in) && done
 	}
 	if len(live) > 0 {
 		s.metrics.orphans.Add(int64(len(live)))
@@ -222,11 +223,18 @@ type Overhead struct {
 // overheadPrefix starts the meta-bucket key of a recorded overhead.
 const overheadPrefix = "overhead."
 
-// recordOverhead records an orphan's cost once (the key de-duplicates).
-func (s *Scheduler) recordOverhead(ctx context.Context, in providers.Instance) {
+// recordOverhead records an orphan's cost once: in the cost ledger (its
+// own subject, appended only while empty) and in the meta bucket (the key
+// de-duplicates). It reports false when the ledger did not answer: the
+// key is not settled, and the next round tries again.
+func (s *Scheduler) recordOverhead(ctx context.Context, in providers.Instance) bool {
 	end := in.EndedAt
 	if end.IsZero() || !end.After(in.LaunchedAt) {
-		return
+		return true
+	}
+	if _, err := ledger.AppendOverhead(ctx, s.bus, ledger.Orphan(in, in.IdempotencyKey, s.o.Clock.Now())); err != nil {
+		s.log.Warn("recording overhead in the ledger", zap.String("instance", in.ID), zap.Error(err))
+		return false
 	}
 	o := Overhead{Instance: in.ID, Key: in.IdempotencyKey, JobID: in.JobID, Provider: in.Provider, Region: in.Region,
 		From: in.LaunchedAt, To: end, Cost: in.Bill(end)}
@@ -235,10 +243,11 @@ func (s *Scheduler) recordOverhead(ctx context.Context, in providers.Instance) {
 		if !errors.Is(err, events.ErrExists) {
 			s.log.Warn("recording overhead", zap.String("instance", in.ID), zap.Error(err))
 		}
-		return
+		return true
 	}
 	s.metrics.overhead.Add(int64(o.Cost))
 	s.log.Warn("spend on an instance no job owns", zap.String("instance", in.ID), zap.String("key", in.IdempotencyKey), zap.Stringer("cost", o.Cost))
+	return true
 }
 
 // settledKey reports whether a key of ended instances was dealt with

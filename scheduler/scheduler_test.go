@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/spotwise/spotwise/events/eventstest"
 	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/ledger"
 	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/providers/catalog"
 	"github.com/spotwise/spotwise/providers/sim"
@@ -474,6 +476,7 @@ func TestOrphanedInstanceIsTerminated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.clk.Advance(30 * time.Minute)
 	r.start(t)
 	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		all, _ := r.cloud.Instances(r.ctx)
@@ -484,6 +487,32 @@ func TestOrphanedInstanceIsTerminated(t *testing.T) {
 		}
 		return nil
 	})
+	// Their half hour is overhead in the cost ledger, once each, as the
+	// cloud bills it, however many rounds see them.
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		for _, id := range []string{insts[0].ID, stray[0].ID} {
+			msgs, err := r.bus.LedgerSubject(r.ctx, events.LedgerOverheadSubject("overhead/"+id))
+			if err != nil || len(msgs) != 1 {
+				return fmt.Errorf("overhead of %s: %d entries (%v)", id, len(msgs), err)
+			}
+			var e ledger.Entry
+			if err := json.Unmarshal(msgs[0].Data, &e); err != nil {
+				return err
+			}
+			all, _ := r.cloud.Instances(r.ctx)
+			for _, in := range all {
+				if in.ID == id && (e.Cost != in.Bill(in.EndedAt) || e.Cost <= 0 || e.Kind != ledger.Overhead || e.Category != ledger.OverheadOrphan) {
+					t.Fatalf("overhead of %s: %+v, the cloud bills %s", id, e, in.Bill(in.EndedAt))
+				}
+			}
+		}
+		return nil
+	})
+	r.advance(t, time.Hour)
+	msgs, _ := r.bus.LedgerSubject(r.ctx, events.LedgerOverheadSubject("overhead/"+stray[0].ID))
+	if len(msgs) != 1 {
+		t.Fatalf("the orphan's overhead recorded %d times", len(msgs))
+	}
 }
 
 // A job cancelled while it runs has its instance terminated and its cost
