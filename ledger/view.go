@@ -23,6 +23,7 @@ type View struct {
 	rows    []Row
 	months  map[teamMonth]money.Micros
 	totals  map[SpendKey]money.Micros
+	owed    map[SpendKey]money.Micros
 	byJob   map[string]money.Micros
 	garbled int
 	ready   chan struct{}
@@ -71,7 +72,7 @@ type teamMonth struct {
 
 // NewView returns an empty view; Follow fills it.
 func NewView(log *zap.Logger) *View {
-	return &View{log: log, months: map[teamMonth]money.Micros{}, totals: map[SpendKey]money.Micros{},
+	return &View{log: log, months: map[teamMonth]money.Micros{}, totals: map[SpendKey]money.Micros{}, owed: map[SpendKey]money.Micros{},
 		byJob: map[string]money.Micros{}, ready: make(chan struct{})}
 }
 
@@ -132,7 +133,16 @@ func (v *View) Add(e Entry) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.rows = append(v.rows, r)
-	v.totals[SpendKey{r.Team, r.Provider, r.Purchase}] += r.Cost
+	// The totals only grow: a reversal is owed, and taken from the next
+	// charge of the same key (which a reversal's new version is).
+	k := SpendKey{r.Team, r.Provider, r.Purchase}
+	if r.Cost < 0 {
+		v.owed[k] -= r.Cost
+	} else {
+		pay := min(r.Cost, v.owed[k])
+		v.owed[k] -= pay
+		v.totals[k] += r.Cost - pay
+	}
 	if r.JobID != "" {
 		v.byJob[r.JobID] += r.Cost
 	}
@@ -179,7 +189,10 @@ func (v *View) MonthSpend(team string, t time.Time) money.Micros {
 	return v.months[teamMonth{team, monthStart(t).Unix()}]
 }
 
-// Totals are the spend so far per team, provider and purchase option.
+// Totals are the spend so far per team, provider and purchase option, as
+// a counter: they never go down (a reversal is taken from the next charge
+// of its key, its new version), so a reader never sees a dip between a
+// reversal and the charge that replaces it.
 func (v *View) Totals() map[SpendKey]money.Micros {
 	v.mu.RLock()
 	defer v.mu.RUnlock()

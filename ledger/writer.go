@@ -291,3 +291,18 @@ func (w *Writer) cursor(ctx context.Context) (uint64, error) {
 	}
 	return rev + 1, nil
 }
+
+// Fold is what a job's stored entries leave in force, per key: each
+// charge's latest version, those reversed without a new one gone.
+func Fold(entries []Entry) map[string]Entry {
+	st := &written{cur: map[string]Entry{}, versions: map[string]int{}}
+	for _, e := range entries {
+		st.fold(e)
+	}
+	out := make(map[string]Entry, len(st.cur))
+	for k, e := range st.cur {
+		e.ID = k
+		out[k] = e
+	}
+	return out
+}

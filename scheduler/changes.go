@@ -8,7 +8,6 @@ import (
 
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/job"
-	"github.com/spotwise/spotwise/money"
 )
 
 // What an accepted input changed in a job, for the metrics and for the
@@ -18,34 +17,12 @@ import (
 
 // before is what noteChange needs of a record as it was.
 type before struct {
-	state     job.State
-	started   bool
-	endedCost money.Micros
-	// costs are the ended attempts' bills.
-	costs []attemptCost
-}
-
-type attemptCost struct {
-	n    int
-	cost money.Micros
+	state   job.State
+	started bool
 }
 
 func beforeOf(r *job.Record) before {
-	b := before{state: r.Status.State, started: !r.Status.StartedAt.IsZero(), endedCost: r.Status.EndedCost}
-	for _, a := range r.Status.Attempts {
-		b.costs = append(b.costs, attemptCost{a.N, a.Cost})
-	}
-	return b
-}
-
-// costOf is what an ended attempt was billed before (0: it had not ended).
-func (b before) costOf(n int) money.Micros {
-	for _, c := range b.costs {
-		if c.n == n {
-			return c.cost
-		}
-	}
-	return 0
+	return before{state: r.Status.State, started: !r.Status.StartedAt.IsZero()}
 }
 
 // KindPreemption is the alert a provider's notice raises (job.Apply's);
@@ -72,13 +49,6 @@ func (s *Scheduler) noteChange(ctx context.Context, rec *job.Record, in job.Inpu
 		// notice in the same write (a later one for it is stale).
 		if a := attemptN(rec, ck.Attempt); a != nil && a.Released() && providerNotice(a.Notice) && st.Checkpoint != nil && st.Checkpoint.Attempt == a.N {
 			m.vecs().noticeToCheckpoint.WithLabelValues(a.Placement.Provider).Observe(s.o.Clock.Now().Sub(a.Notice.At).Seconds())
-		}
-	}
-	if st.EndedCost != was.endedCost {
-		// An attempt closed, or an ended one was billed again.
-		for i := range st.Attempts {
-			a := &st.Attempts[i]
-			m.billed(rec.Spec.Team, a.Placement, a.Cost-was.costOf(a.N))
 		}
 	}
 	resumed := was.state != job.Running && st.State == job.Running

@@ -4,7 +4,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spotwise/spotwise/job"
-	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
 )
 
@@ -89,58 +88,6 @@ func moveReason(a *job.Attempt) string {
 		return a.Notice.Kind
 	}
 	return "other"
-}
-
-// spendKey is what spend is counted by.
-type spendKey struct{ team, provider, purchase string }
-
-// spent is one key's spend in micro-dollars: the total exported, and what
-// a bill corrected downwards still owes (a counter never goes down, so the
-// correction is taken from the next spend of the key).
-type spent struct{ total, owed int64 }
-
-// billed counts a change of a job's billed spend on one attempt (negative
-// when a bill was corrected down).
-func (m *Metrics) billed(team string, p job.Placement, delta money.Micros) {
-	if delta == 0 {
-		return
-	}
-	m.spendMu.Lock()
-	defer m.spendMu.Unlock()
-	if m.spend == nil {
-		m.spend = map[spendKey]*spent{}
-	}
-	k := spendKey{team, p.Provider, p.Purchase}
-	s := m.spend[k]
-	if s == nil {
-		s = &spent{}
-		m.spend[k] = s
-	}
-	d := int64(delta)
-	if d < 0 {
-		s.owed -= d
-		return
-	}
-	pay := min(d, s.owed)
-	s.owed -= pay
-	s.total += d - pay
-}
-
-var spendDesc = prometheus.NewDesc("spotwise_spend_usd_total",
-	"What jobs are billed, in US dollars, by team, provider and purchase option: an attempt's cost once it closes, and corrections when a provider reports an instance's real end (a correction down is taken from the next spend of the same series).",
-	[]string{"team", "provider", "purchase"}, nil)
-
-// spendCollector exports spend, converted from micro-dollars at the edge.
-type spendCollector struct{ m *Metrics }
-
-func (c spendCollector) Describe(ch chan<- *prometheus.Desc) { ch <- spendDesc }
-
-func (c spendCollector) Collect(ch chan<- prometheus.Metric) {
-	c.m.spendMu.Lock()
-	defer c.m.spendMu.Unlock()
-	for k, s := range c.m.spend {
-		ch <- prometheus.MustNewConstMetric(spendDesc, prometheus.CounterValue, money.Micros(s.total).Dollars(), k.team, k.provider, k.purchase)
-	}
 }
 
 // instanceKey is what instances are counted by.

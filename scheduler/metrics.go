@@ -41,13 +41,10 @@ type Metrics struct {
 	verdicts  map[[2]string]int64 // input, verdict
 
 	// The labelled series (labelled.go): counters by placement, the
-	// durations jobs saw, spend by team, and the scheduler's view of jobs
-	// and instances while it holds the lease.
+	// durations jobs saw, and the scheduler's view of jobs and instances
+	// while it holds the lease. (Spend by team is the cost ledger's.)
 	once sync.Once
 	vec  *vecs
-
-	spendMu sync.Mutex
-	spend   map[spendKey]*spent
 
 	viewMu    sync.Mutex
 	jobStates map[job.State]int // nil while no term runs
@@ -161,7 +158,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 		gauge("queued_jobs", "Jobs waiting in the queue.", func() float64 { return float64(m.queued.Load()) }),
 		gauge("last_cycle_seconds", "Duration of the last scheduling cycle.", func() float64 { return time.Duration(m.lastCycle.Load()).Seconds() }),
 		v.placements, v.launchErrors, v.moves, v.queueToRunning, v.noticeToCheckpoint,
-		spendCollector{m}, viewCollector{m},
+		viewCollector{m},
 	} {
 		if err := r.Register(c); err != nil {
 			return err

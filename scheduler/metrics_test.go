@@ -115,14 +115,12 @@ func TestMetricsFollowAPreemptedJob(t *testing.T) {
 	rec = r.advanceUntil(t, time.Minute, 30*time.Minute, "running again", func(x *job.Record) bool {
 		return x.Status.State == job.Running && x.Status.Current.N == 2 && len(x.Status.Attempts) == 1
 	}, rec.ID)
-	first := rec.Status.Attempts[0]
 	wantSeries(t, reg, "moved", map[string]float64{
 		"spotwise_moves_total{reason=preemption}":                                1,
 		"spotwise_placements_total{provider=aws,purchase=spot,region=us-east-1}": 2,
 		// The first run only: the wait to a job's first running.
-		"spotwise_queue_to_running_seconds_count{purchase=spot}":           1,
-		"spotwise_spend_usd_total{provider=aws,purchase=spot,team=vision}": first.Cost.Dollars(),
-		"spotwise_jobs{state=running}":                                     1,
+		"spotwise_queue_to_running_seconds_count{purchase=spot}": 1,
+		"spotwise_jobs{state=running}":                           1,
 	})
 	resolved := alerts.waitFor(t, rec.ID, func(a events.Alert) bool { return a.Kind == "preemption" && a.Resolved })
 	if resolved.Severity != events.SeverityWarning || resolved.Details["team"] != "vision" || !strings.Contains(resolved.Summary, "runs again") {
@@ -133,10 +131,8 @@ func TestMetricsFollowAPreemptedJob(t *testing.T) {
 		return x.Status.State == job.Succeeded && x.Status.Current == nil && x.Status.Previous == nil
 	}, rec.ID)
 	wantSeries(t, reg, "done", map[string]float64{
-		// Exact: the job's bill, converted once.
-		"spotwise_spend_usd_total{provider=aws,purchase=spot,team=vision}": rec.Status.EndedCost.Dollars(),
-		"spotwise_jobs{state=running}":                                     0,
-		"spotwise_moves_total{reason=preemption}":                          1,
+		"spotwise_jobs{state=running}":            0,
+		"spotwise_moves_total{reason=preemption}": 1,
 	})
 	if n := alerts.count(rec.ID, func(a events.Alert) bool { return a.Kind == "preemption" && a.Resolved }); n != 1 {
 		t.Errorf("%d resolved preemption alerts, want 1 (the job ending does not resolve it again)", n)

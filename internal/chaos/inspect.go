@@ -12,8 +12,13 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/internal/server"
 	"github.com/spotwise/spotwise/job"
+	costledger "github.com/spotwise/spotwise/ledger"
+	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/scheduler"
 )
@@ -213,6 +218,9 @@ func (r *run) collect(ctx context.Context) (Final, error) {
 	if f.Instances, err = r.instances(ctx); err != nil {
 		return f, err
 	}
+	if f.Ledger, err = ledgerTotals(ctx, bus, f); err != nil {
+		return f, err
+	}
 	r.mu.Lock()
 	f.Acked = maps.Clone(r.acked)
 	r.mu.Unlock()
@@ -246,4 +254,41 @@ func (r *run) why(ctx context.Context, rec *job.Record) string {
 		}
 	}
 	return s
+}
+
+// ledgerTotals reads the cost ledger: what it holds per job ("" for
+// overhead). The server's writer appends a job's last charges a moment
+// after its record settles: a while is given for them to arrive.
+func ledgerTotals(ctx context.Context, bus *events.Bus, f Final) (map[string]money.Micros, error) {
+	v := costledger.NewView(zap.NewNop())
+	stop, err := v.Follow(ctx, bus)
+	if err != nil {
+		return nil, fmt.Errorf("reading the cost ledger: %w", err)
+	}
+	defer stop()
+	select {
+	case <-v.Ready():
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		behind := false
+		for id, rec := range f.Records {
+			if rec.Status.Current == nil && rec.Status.Previous == nil && v.JobTotal(id) != rec.CostAt(f.Now) {
+				behind = true
+				break
+			}
+		}
+		if !behind || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out := map[string]money.Micros{}
+	v.Each(time.Time{}, time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), func(r *costledger.Row) bool {
+		out[r.JobID] += r.Cost
+		return true
+	})
+	return out, nil
 }

@@ -38,6 +38,9 @@ type Final struct {
 	Instances []providers.Instance
 	// Overheads are the recorded spend on instances of no job.
 	Overheads []scheduler.Overhead
+	// Ledger is what the cost ledger holds per job, and for overhead
+	// ("" key).
+	Ledger map[string]money.Micros
 	// Now is the simulated clock at the end: what still runs is billed to
 	// it.
 	Now time.Time
@@ -74,6 +77,10 @@ type Report struct {
 	Attributed money.Micros
 	// Overhead is the recorded spend on instances no job owned.
 	Overhead money.Micros
+	// Ledgered is what the cost ledger holds in all; LedgerOff are the
+	// jobs whose entries do not add up to what their record bills.
+	Ledgered  money.Micros
+	LedgerOff []Problem
 	// Unattributed is CloudBill - Attributed - Overhead: spend billed to
 	// nobody (negative: billed to jobs but not charged).
 	Unattributed money.Micros
@@ -143,6 +150,7 @@ func (r *Report) money(f Final) {
 		r.Overhead += o.Cost
 	}
 	r.Unattributed = r.CloudBill - r.Attributed - r.Overhead
+	r.ledger(f)
 	if r.Unattributed == 0 {
 		return
 	}
@@ -170,6 +178,30 @@ func (r *Report) money(f Final) {
 			r.Unbilled = append(r.Unbilled, Problem{in.JobID, fmt.Sprintf("instance %s (key %s, %s) charged %s, billed to nobody",
 				in.ID, in.IdempotencyKey, in.State, byInstance[in.ID].Decimal())})
 		}
+	}
+}
+
+// ledger compares the cost ledger with the records: a job that holds no
+// attempt any more has all its charges in the ledger, and they add up to
+// its bill; so does the overhead.
+func (r *Report) ledger(f Final) {
+	if f.Ledger == nil {
+		return
+	}
+	for _, c := range f.Ledger {
+		r.Ledgered += c
+	}
+	for _, id := range slices.Sorted(maps.Keys(f.Records)) {
+		rec := f.Records[id]
+		if rec.Status.Current != nil || rec.Status.Previous != nil {
+			continue
+		}
+		if got, want := f.Ledger[id], rec.CostAt(f.Now); got != want {
+			r.LedgerOff = append(r.LedgerOff, Problem{id, fmt.Sprintf("the ledger holds %s, the record bills %s", got.Decimal(), want.Decimal())})
+		}
+	}
+	if f.Ledger[""] != r.Overhead {
+		r.LedgerOff = append(r.LedgerOff, Problem{"(overhead)", fmt.Sprintf("the ledger holds %s, the orphans recorded cost %s", f.Ledger[""].Decimal(), r.Overhead.Decimal())})
 	}
 }
 
@@ -292,6 +324,9 @@ func (r Report) Missed() []string {
 	if n := len(r.Extra); n > 0 {
 		out = append(out, fmt.Sprintf("%d launch keys with extra instances (target 0)", n))
 	}
+	if n := len(r.LedgerOff); n > 0 {
+		out = append(out, fmt.Sprintf("%d bills the cost ledger disagrees with (target 0)", n))
+	}
 	return out
 }
 
@@ -321,6 +356,8 @@ func (r Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "overhead (orphans)    %s\n", r.Overhead.Decimal())
 	fmt.Fprintf(w, "billed to no job      %s micro-dollars: %d\n", r.Unattributed.Decimal(), int64(r.Unattributed))
 	printProblems(w, r.Unbilled, 20)
+	fmt.Fprintf(w, "in the cost ledger    %s, %d bills it disagrees with\n", r.Ledgered.Decimal(), len(r.LedgerOff))
+	printProblems(w, r.LedgerOff, 20)
 	fmt.Fprintf(w, "instances             %d (%d live at the end), max %d for one job", r.Instances, r.LiveAtEnd, r.MaxInstances)
 	if r.MaxInstancesJob != "" {
 		fmt.Fprintf(w, " (%s)", r.MaxInstancesJob)

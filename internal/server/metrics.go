@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/ledger"
 )
 
 // registry is what GET /metrics exports: the Go runtime and process, the
@@ -38,7 +39,41 @@ func (s *Server) registry() (*prometheus.Registry, error) {
 	if err := s.metrics.Register(reg); err != nil {
 		return nil, err
 	}
+	if s.ledger != nil {
+		if err := reg.Register(newSpend(s.ledger, func() bool { return s.role() == RoleLeader })); err != nil {
+			return nil, err
+		}
+	}
 	return reg, nil
+}
+
+// spend exports the cost ledger's totals as spotwise_spend_usd_total, by
+// team (empty for overhead, which belongs to no job), provider and
+// purchase option: from the server that schedules only, so that summing
+// over servers counts each dollar once. Every price segment counts when it
+// closes; a correction down is taken from the next charge of its series
+// (a counter never goes down).
+type spend struct {
+	v      *ledger.View
+	leader func() bool
+	desc   *prometheus.Desc
+}
+
+func newSpend(v *ledger.View, leader func() bool) *spend {
+	return &spend{v: v, leader: leader, desc: prometheus.NewDesc("spotwise_spend_usd_total",
+		"Spend recorded in the cost ledger, in US dollars, by team (empty: overhead no job owns), provider and purchase option; exported by the scheduling server.",
+		[]string{"team", "provider", "purchase"}, nil)}
+}
+
+func (s *spend) Describe(ch chan<- *prometheus.Desc) { ch <- s.desc }
+
+func (s *spend) Collect(ch chan<- prometheus.Metric) {
+	if !s.leader() {
+		return
+	}
+	for k, c := range s.v.Totals() {
+		ch <- prometheus.MustNewConstMetric(s.desc, prometheus.CounterValue, c.Dollars(), k.Team, k.Provider, k.Purchase)
+	}
 }
 
 func b2f(b bool) float64 {

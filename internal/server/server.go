@@ -57,10 +57,10 @@ type Server struct {
 	azureOpts   []azure.Option
 	tokens      *auth.Tokens
 	opToken     string
-	wallClock   clock.Clock // tokens' expiry; nil: the real clock
-	node        string      // this server's name for the scheduler lease
-	ledger      *ledger.View
-	version     string      // of the binary, for spotwise_build_info
+	wallClock   clock.Clock  // tokens' expiry; nil: the real clock
+	node        string       // this server's name for the scheduler lease
+	ledger      *ledger.View // this server's view of the cost ledger
+	version     string       // of the binary, for spotwise_build_info
 }
 
 // Start brings a server up and returns once it accepts requests.

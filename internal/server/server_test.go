@@ -158,7 +158,7 @@ func TestJobRunsToSuccessOverHTTP(t *testing.T) {
 			if !in.State.Ended() {
 				return fmt.Errorf("instance %s still %s", in.ID, in.State)
 			}
-			charged += in.Price.ForDuration(in.EndedAt.Sub(in.LaunchedAt))
+			charged += in.Bill(in.EndedAt)
 		}
 		return nil
 	})

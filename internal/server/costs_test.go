@@ -1,0 +1,251 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spotwise/spotwise/api"
+	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/internal/testutil"
+	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/ledger"
+	"github.com/spotwise/spotwise/money"
+	"github.com/spotwise/spotwise/providers"
+)
+
+// costSpec is a spot job of one team, on nodes nodes, that checkpoints.
+func costSpec(team string, nodes int) []byte {
+	return fmt.Appendf(nil, `api_version: spotwise/v1
+name: %s-train
+team: %s
+command: [train]
+resources: {gpus_per_node: 1, nodes: %d, accelerators: [A100, H100, L4, A10G]}
+work: 3h on A100
+deadline: 48h
+purchase: spot
+checkpoint: {duration: 1m, size_gb: 1}
+`, team, team, nodes)
+}
+
+// ledgerOf reads a job's entries from the ledger stream.
+func ledgerOf(t *testing.T, bus *events.Bus, subject string) []ledger.Entry {
+	t.Helper()
+	msgs, err := bus.LedgerSubject(context.Background(), subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]ledger.Entry, len(msgs))
+	for i, m := range msgs {
+		if err := json.Unmarshal(m.Data, &out[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func total(es []ledger.Entry) money.Micros {
+	var s money.Micros
+	for _, e := range es {
+		s += e.Cost
+	}
+	return s
+}
+
+// Two teams' jobs, one preempted and one moved off for maintenance, and an
+// instance no job owns: every job's ledger entries add up to what its
+// record bills, which is what the simulated cloud charges for its
+// instances, price segment by price segment; the orphan is overhead; the
+// cost report by team adds up to the cloud's whole bill; the ledger
+// rebuilt from the jobs' records is the same; the spend metric says so.
+func TestCostLedgerAddsUpToTheCloudsBill(t *testing.T) {
+	s := startServer(t, testConfig(t.TempDir()))
+	c := clientOf(s)
+	ctx := context.Background()
+	start := s.Clock().Now().Add(-time.Hour)
+	var ids []string
+	for _, spec := range [][]byte{costSpec("nlp", 2), costSpec("vision", 1)} {
+		v, _, err := c.Submit(ctx, spec, "application/yaml", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, v.ID)
+	}
+	nlp, vision := ids[0], ids[1]
+	waitState(t, c, nlp, job.Running, 60*time.Second)
+	waitState(t, c, vision, job.Running, 60*time.Second)
+	if _, err := s.Cloud().PreemptJob(nlp); err != nil {
+		t.Fatal(err)
+	}
+	insts, _ := s.Cloud().Instances(ctx)
+	for _, in := range insts {
+		if in.JobID == vision && !in.State.Ended() {
+			if err := s.Cloud().Maintenance(in.ID, 10*time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	offers, _ := s.Cloud().Offers(ctx)
+	var stray []providers.Instance
+	for _, o := range offers {
+		if o.Purchase == providers.Spot && o.Available > 0 && o.GPU == "A10G" {
+			var err error
+			if stray, err = s.Cloud().Launch(ctx, providers.LaunchRequest{IdempotencyKey: "stray-1", Offer: o, Count: 1}); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if len(stray) != 1 {
+		t.Fatal("no offer to launch a stray instance on")
+	}
+	for _, id := range ids {
+		waitState(t, c, id, job.Succeeded, 120*time.Second)
+	}
+
+	// Settled: every instance ended, every attempt closed, and the
+	// ledger holds every charge.
+	var recs []*job.Record
+	var bill map[string]money.Micros // by job, "" for the stray
+	testutil.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		all, _ := s.Cloud().Instances(ctx)
+		bill = map[string]money.Micros{}
+		for _, in := range all {
+			if !in.State.Ended() {
+				return fmt.Errorf("instance %s of %q still %s", in.ID, in.JobID, in.State)
+			}
+			bill[in.JobID] += in.Bill(in.EndedAt)
+		}
+		recs = recs[:0]
+		for _, id := range ids {
+			r, _, err := s.Bus().Jobs().Get(ctx, id)
+			if err != nil {
+				return err
+			}
+			if r.Status.Current != nil || r.Status.Previous != nil {
+				return fmt.Errorf("job %s still holds an attempt", id)
+			}
+			if got := total(ledgerOf(t, s.Bus(), events.LedgerJobSubject(id))); got != r.CostAt(s.Clock().Now()) {
+				return fmt.Errorf("job %s: the ledger holds %s, the record bills %s", id, got, r.CostAt(s.Clock().Now()))
+			}
+			recs = append(recs, r)
+		}
+		if o := ledgerOf(t, s.Bus(), events.LedgerOverheadSubject("overhead/"+stray[0].ID)); len(o) != 1 {
+			return fmt.Errorf("the stray's overhead: %d entries", len(o))
+		}
+		return nil
+	})
+	perTeam := map[string]money.Micros{}
+	segments := 0
+	for _, r := range recs {
+		cost := r.CostAt(s.Clock().Now())
+		if cost != bill[r.ID] || cost <= 0 {
+			t.Errorf("job %s (%s) is billed %s, the cloud charged %s for its instances", r.ID, r.Spec.Team, cost, bill[r.ID])
+		}
+		if r.Status.Attempt < 2 {
+			t.Errorf("job %s ran %d attempt(s); the test preempts or moves it", r.ID, r.Status.Attempt)
+		}
+		perTeam[r.Spec.Team] += cost
+		// Rebuilt from the record, the charges in force are the ledger's.
+		kept := ledger.Fold(ledgerOf(t, s.Bus(), events.LedgerJobSubject(r.ID)))
+		closed, open := ledger.Charges(r, s.Clock().Now())
+		if len(open) != 0 || len(closed) != len(kept) {
+			t.Errorf("job %s: %d charges rebuilt (%d open), %d in the ledger", r.ID, len(closed), len(open), len(kept))
+		}
+		for _, e := range closed {
+			k, ok := kept[e.ID]
+			if !ok || !k.Start.Equal(e.Start) || !k.End.Equal(e.End) || k.Cost != e.Cost || k.PricePerHour != e.PricePerHour {
+				t.Errorf("job %s: rebuilt %s %s..%s %s, the ledger has %+v", r.ID, e.ID, e.Start, e.End, e.Cost, k)
+			}
+		}
+		byInstance := map[string]int{}
+		for _, e := range closed {
+			byInstance[e.Instance]++
+		}
+		for _, n := range byInstance {
+			segments = max(segments, n)
+		}
+	}
+	if segments < 3 {
+		t.Errorf("no instance ran across three prices (at most %d segments): the price walk did not move?", segments)
+	}
+
+	// The report by team: each team's total is its jobs', the overhead is
+	// the stray's, and together they are the cloud's whole bill.
+	var series api.CostSeries
+	q := fmt.Sprintf("/v1/costs?group_by=team&from=%s&to=%s&bucket=1h", start.Format(time.RFC3339), s.Clock().Now().Add(time.Hour).Format(time.RFC3339))
+	getJSON(t, s, q, &series)
+	var cloud money.Micros
+	for _, b := range bill {
+		cloud += b
+	}
+	if series.Total != cloud || series.Overhead != bill[""] {
+		t.Errorf("report: total %s (overhead %s), the cloud billed %s (%s for the stray)", series.Total, series.Overhead, cloud, bill[""])
+	}
+	for _, g := range series.Groups {
+		want := perTeam[g.Key]
+		if g.Key == "(overhead)" {
+			want = bill[""]
+		}
+		if g.Total != want {
+			t.Errorf("team %s: %s in the report, %s billed", g.Key, g.Total, want)
+		}
+	}
+	if len(series.Groups) != 3 {
+		t.Errorf("groups %+v, want nlp, vision and (overhead)", series.Groups)
+	}
+	var entries api.CostEntries
+	getJSON(t, s, "/v1/costs/entries?job="+nlp+"&from="+start.Format(time.RFC3339), &entries)
+	if len(entries.Entries) == 0 || entries.Entries[0].JobName != "nlp-train" || entries.Entries[0].Team != "nlp" {
+		t.Errorf("entries of %s: %+v", nlp, entries.Entries)
+	}
+	interrupted := false
+	for _, e := range entries.Entries {
+		interrupted = interrupted || e.Interrupted
+	}
+	if !interrupted {
+		t.Error("no entry of the preempted job says its attempt was interrupted")
+	}
+	metrics := getText(t, s, "/metrics")
+	if !strings.Contains(metrics, `spotwise_spend_usd_total{provider="`) || !strings.Contains(metrics, `team="vision"`) {
+		t.Errorf("no spend metric by team:\n%s", grepLines(metrics, "spotwise_spend"))
+	}
+}
+
+func getJSON(t *testing.T, s *Server, path string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(getText(t, s, path)), v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func getText(t *testing.T, s *Server, path string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "http://"+s.HTTPAddr()+path, nil)
+	req.Header.Set("Authorization", "Bearer "+s.OperatorToken())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %s", path, resp.Status, b)
+	}
+	return string(b)
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
