@@ -17,7 +17,7 @@ import (
 // A server that does not report overhead yet leaves it zero.
 type CostReport struct {
 	CostSeries
-	Overhead money.Micros     `json:"overhead_usd"`
+	Overhead money.Micros      `json:"overhead_usd"`
 	Groups   []CostReportGroup `json:"groups"`
 }
 
