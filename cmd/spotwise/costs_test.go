@@ -3,6 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/csv"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -203,6 +209,92 @@ func TestPrintEntries(t *testing.T) {
 					t.Errorf("no line %q in\n%s", w, buf.String())
 				}
 			}
+		})
+	}
+}
+
+// fakeCosts serves /v1/costs (the report given) and /v1/costs/entries
+// (the entries given) as the API does, recording what was asked.
+func fakeCosts(t *testing.T, rep *api.CostReport, entries []ledger.Entry) (*httptest.Server, *[]string) {
+	t.Helper()
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked = append(asked, r.URL.Path+"?"+r.URL.RawQuery)
+		var body any = rep
+		if r.URL.Path == "/v1/costs/entries" {
+			from, _ := time.Parse(time.RFC3339, r.URL.Query().Get("from"))
+			to, _ := time.Parse(time.RFC3339, r.URL.Query().Get("to"))
+			body = api.CostEntryList{From: from, To: to, Entries: entries}
+		}
+		_ = json.NewEncoder(w).Encode(body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &asked
+}
+
+// Entries are fetched for the period asked, or, when its end is the
+// server's now, for the period the report names; each format writes
+// them whole.
+func TestCostsEntriesOutputs(t *testing.T) {
+	t0 := time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC)
+	spot := ledger.Entry{ID: "j-1/a2/i-1/1", Kind: ledger.Usage, Start: t0, End: t0.Add(90 * time.Minute), PricePerHour: 5_680_001,
+		Cost: 8_520_002, ListCost: 49_159_200, Provider: "aws", Zone: "us-east-2c", Region: "us-east-2", InstanceType: "p4d.24xlarge", Purchase: "spot",
+		Instance: "i-1", JobID: "j-1", JobName: "bert", Attempt: 2, Team: "vision", RecordedAt: t0.Add(2 * time.Hour)}
+	idle := ledger.Entry{ID: "reserved-idle/cr-1/1", Kind: ledger.Overhead, Category: ledger.OverheadReservedIdle, Start: t0, End: t0.Add(time.Hour),
+		PricePerHour: 3_000_000, Cost: 3_000_000, ListCost: 3_000_000, Provider: "azure", Region: "eastus", InstanceType: "NC24ads", Purchase: "reserved", Reservation: "cr-1"}
+	entries := []ledger.Entry{spot, idle}
+	rep := report()
+	reportPeriod := "from=" + url.QueryEscape(rep.From.Format(time.RFC3339)) + "&to=" + url.QueryEscape(rep.To.Format(time.RFC3339))
+	tests := []struct {
+		args  []string
+		asked []string
+		check func(t *testing.T, out string)
+	}{
+		{[]string{"-o", "focus"}, []string{"/v1/costs?bucket=1h0m0s&group_by=team", "/v1/costs/entries?" + reportPeriod}, func(t *testing.T, out string) {
+			recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+			if err != nil || len(recs) != 3 || strings.Join(recs[0], ",") != strings.Join(ledger.FOCUSColumns(), ",") {
+				t.Fatalf("not the FOCUS export of 2 entries (%v):\n%s", err, out)
+			}
+			col := slices.Index(recs[0], "CommitmentDiscountStatus")
+			if recs[1][col] != "" || recs[2][col] != "Unused" {
+				t.Errorf("commitment status %q, %q", recs[1][col], recs[2][col])
+			}
+		}},
+		{[]string{"--entries", "-o", "csv", "--from", "2031-03-14", "--to", "2031-03-15", "--job", "j-1", "--team", "vision"},
+			[]string{"/v1/costs/entries?from=2031-03-14T00%3A00%3A00Z&job=j-1&team=vision&to=2031-03-15T00%3A00%3A00Z"}, func(t *testing.T, out string) {
+				recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+				if err != nil || len(recs) != 3 || recs[1][0] != spot.ID || recs[2][0] != idle.ID {
+					t.Fatalf("not the plain CSV of 2 entries (%v):\n%s", err, out)
+				}
+			}},
+		{[]string{"--entries", "-o", "json", "--since", "24h"}, []string{"/v1/costs?bucket=1h0m0s&group_by=team&hours=24", "/v1/costs/entries?" + reportPeriod}, func(t *testing.T, out string) {
+			var l api.CostEntryList
+			if err := json.Unmarshal([]byte(out), &l); err != nil || len(l.Entries) != 2 || l.Entries[0].Cost != spot.Cost || !l.From.Equal(rep.From) {
+				t.Errorf("json %+v (%v):\n%s", l, err, out)
+			}
+		}},
+		{[]string{"--entries", "--to", "2031-03-15"}, []string{"/v1/costs/entries?from=2031-03-14T00%3A00%3A00Z&to=2031-03-15T00%3A00%3A00Z"}, func(t *testing.T, out string) {
+			if !strings.Contains(words(out), "2 entries: cost $11.52, on-demand equivalent $52.16") {
+				t.Errorf("table:\n%s", out)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			srv, asked := fakeCosts(t, rep, entries)
+			cmd := newCostsCmd()
+			var out bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetErr(io.Discard)
+			cmd.SetArgs(append([]string{"--server", srv.URL, "--token", "tok"}, tt.args...))
+			cmd.SilenceUsage, cmd.SilenceErrors = true, true
+			if err := cmd.ExecuteContext(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(*asked, "\n") != strings.Join(tt.asked, "\n") {
+				t.Errorf("asked\n%s\nwant\n%s", strings.Join(*asked, "\n"), strings.Join(tt.asked, "\n"))
+			}
+			tt.check(t, out.String())
 		})
 	}
 }
