@@ -232,6 +232,9 @@ func TestFOCUSRowsOfEveryKindOfEntry(t *testing.T) {
 			"ServiceCategory": "Storage", "ServiceName": "Amazon Simple Storage Service", "PricingUnit": "GB-Month",
 			"PricingQuantity": "0.25", "BilledCost": "0.005750", "ResourceType": "Checkpoint",
 		}},
+		{"usage without a recorded quantity is its hours", usage(func(e *Entry) { e.Quantity, e.Unit = 0, "" }), map[string]string{
+			"PricingQuantity": "1.5", "PricingUnit": "Hours", "ConsumedQuantity": "1.5", "ConsumedUnit": "Hours",
+		}},
 		{"a reversal in the same month", usage(interrupted, reversed(t0.Add(2*time.Hour))), map[string]string{
 			"ChargeCategory": "Usage", "ChargeClass": "", "BilledCost": "-8.520002", "ListCost": "-49.159200",
 			"PricingQuantity": "-1.5", "x_Reverses": "j-1/a2/i-0abc/1", "x_EntryId": "j-1/a2/i-0abc/1~r1",
