@@ -48,6 +48,7 @@ Then, from another shell:
 	}
 	root.AddCommand(newServerCmd(), newSubmitCmd(), newJobsCmd(), newJobCmd(), newLogsCmd(), newCancelCmd(), newDemoWorkloadCmd(), newSimCmd(), newAgentCmd(), newQuoteCmd(), newSimulateCmd(), newTokenCmd(), newAuditCmd(), newNATSCmd(), newSchemaCmd())
 	root.AddCommand(newStatusCmd(), newInstancesCmd())
+	root.AddCommand(newCostsCmd())
 	return root
 }
 
