@@ -78,7 +78,7 @@ func storage(e *Entry) {
 
 // reversed takes the entry back, recorded at.
 func reversed(at time.Time) func(*Entry) {
-	return func(e *Entry) { *e = e.Reversal(1, at) }
+	return func(e *Entry) { *e = e.Reversal(at) }
 }
 
 // acrossMonth moves the entry to run from 23:00 on the last day of March

@@ -30,7 +30,7 @@ func Charges(r *job.Record, now time.Time) (closed, open []Entry) {
 		if a.Released() && a.ReleasedAt.Before(end) {
 			end = a.ReleasedAt
 		}
-		base := usage(r, a)
+		base := usageOf(r, a)
 		if len(a.Spans) == 0 {
 			if a.LaunchedAt.IsZero() || !end.After(a.LaunchedAt) {
 				return
@@ -79,8 +79,8 @@ func Charges(r *job.Record, now time.Time) (closed, open []Entry) {
 	return closed, open
 }
 
-// usage is the part of a usage entry an attempt decides.
-func usage(r *job.Record, a *job.Attempt) Entry {
+// usageOf is the part of a usage entry an attempt decides.
+func usageOf(r *job.Record, a *job.Attempt) Entry {
 	p := a.Placement
 	return Entry{
 		Kind: Usage, Unit: "Hours",

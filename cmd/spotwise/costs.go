@@ -285,7 +285,7 @@ func stampOf(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 // runCosts asks the server and prints what the plan says.
 func runCosts(cmd *cobra.Command, c *api.Client, p *costsPlan) error {
 	ctx, out := cmd.Context(), cmd.OutOrStdout()
-	var rep *api.CostReport
+	var rep *api.CostSeries
 	if p.needsReport() {
 		var err error
 		if rep, err = c.Costs(ctx, p.query, p.lastHours); err != nil {
@@ -293,7 +293,7 @@ func runCosts(cmd *cobra.Command, c *api.Client, p *costsPlan) error {
 		}
 	}
 	if p.svg != "" {
-		if err := writeCostsSVGFile(p.svg, rep.Series()); err != nil {
+		if err := writeCostsSVGFile(p.svg, rep); err != nil {
 			return err
 		}
 		if !structured(p.output) && p.output != "csv" && p.output != "focus" {

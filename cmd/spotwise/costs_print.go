@@ -54,7 +54,7 @@ func shortDuration(d time.Duration) string {
 
 // printCosts prints a report: a line per group with its spend, share,
 // savings and overhead, then the totals.
-func printCosts(w io.Writer, r *api.CostReport, wide bool) {
+func printCosts(w io.Writer, r *api.CostSeries, wide bool) {
 	fmt.Fprintf(w, "Spend by %s, %s\n\n", strings.ReplaceAll(r.GroupBy, ",", ", "), periodText(r.From, r.To, r.Bucket))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := strings.ToUpper(strings.ReplaceAll(r.GroupBy, ",", "/")) + "\tSPEND\tSHARE\tSAVINGS\tOVERHEAD"
@@ -93,7 +93,7 @@ var costsCSVColumns = []string{"group_by", "key", "spend_usd", "share", "savings
 
 // writeCostsCSV writes a report's groups, one row each: exact amounts,
 // the share as a fraction of the period's spend.
-func writeCostsCSV(w io.Writer, r *api.CostReport) error {
+func writeCostsCSV(w io.Writer, r *api.CostSeries) error {
 	cw := csv.NewWriter(w)
 	if err := cw.Write(costsCSVColumns); err != nil {
 		return err
@@ -113,7 +113,7 @@ func writeCostsCSV(w io.Writer, r *api.CostReport) error {
 }
 
 // printEntries prints ledger entries, one line each, then their sum.
-func printEntries(w io.Writer, l *api.CostEntryList, wide bool) {
+func printEntries(w io.Writer, l *api.CostEntries, wide bool) {
 	fmt.Fprintf(w, "Ledger entries, %s\n\n", periodText(l.From, l.To, ""))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := "START\tEND\tKIND\tJOB\tTEAM\tWHERE\tPRICE/H\tCOST"

@@ -95,14 +95,14 @@ func TestCostsFlags(t *testing.T) {
 
 // report is two teams' spend over three hours, with savings and
 // overhead.
-func report() *api.CostReport {
+func report() *api.CostSeries {
 	from := time.Date(2031, 3, 14, 6, 0, 0, 0, time.UTC)
-	r := &api.CostReport{Overhead: 1_250_000}
+	r := &api.CostSeries{Overhead: 1_250_000}
 	r.GroupBy, r.From, r.To, r.Bucket, r.Jobs = "team", from, from.Add(3*time.Hour), "1h0m0s", 3
 	r.Starts = []time.Time{from, from.Add(time.Hour), from.Add(2 * time.Hour)}
-	r.Groups = []api.CostReportGroup{
-		{CostGroup: api.CostGroup{Key: "vision", Total: 30_000_001, Series: []money.Micros{10_000_000, 20_000_001, 0}, Finished: 1, Baseline: 50_000_000, Savings: 20_000_000}, Overhead: 1_000_000},
-		{CostGroup: api.CostGroup{Key: "nlp, research", Total: 10_000_000, Series: []money.Micros{0, 4_000_000, 6_000_000}}},
+	r.Groups = []api.CostGroup{
+		{Key: "vision", Total: 30_000_001, Series: []money.Micros{10_000_000, 20_000_001, 0}, Finished: 1, Baseline: 50_000_000, Savings: 20_000_000, Overhead: 1_000_000},
+		{Key: "nlp, research", Total: 10_000_000, Series: []money.Micros{0, 4_000_000, 6_000_000}},
 	}
 	r.Total, r.Savings = 40_000_001, 20_000_000
 	return r
@@ -178,7 +178,7 @@ func TestPrintEntries(t *testing.T) {
 		Instance: "i-1", JobID: "j-1", JobName: "bert", Attempt: 2, Team: "vision", Interrupted: true, RecordedAt: t0.Add(2 * time.Hour)}
 	orphan := ledger.Entry{ID: "orphan/i-9", Kind: ledger.Overhead, Category: ledger.OverheadOrphan, Start: t0, End: t0.Add(time.Hour),
 		PricePerHour: 3_000_000, Cost: 3_000_000, ListCost: 3_000_000, Provider: "azure", Region: "eastus", InstanceType: "NC24ads", Purchase: "on-demand", Instance: "i-9"}
-	l := &api.CostEntryList{From: t0, To: t0.Add(24 * time.Hour), Entries: []ledger.Entry{spot, orphan, spot.Reversal(1, t0.Add(3*time.Hour))}}
+	l := &api.CostEntries{From: t0, To: t0.Add(24 * time.Hour), Entries: []ledger.Entry{spot, orphan, spot.Reversal(t0.Add(3 * time.Hour))}}
 	tests := []struct {
 		name string
 		wide bool
@@ -215,7 +215,7 @@ func TestPrintEntries(t *testing.T) {
 
 // fakeCosts serves /v1/costs (the report given) and /v1/costs/entries
 // (the entries given) as the API does, recording what was asked.
-func fakeCosts(t *testing.T, rep *api.CostReport, entries []ledger.Entry) (*httptest.Server, *[]string) {
+func fakeCosts(t *testing.T, rep *api.CostSeries, entries []ledger.Entry) (*httptest.Server, *[]string) {
 	t.Helper()
 	var asked []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -224,7 +224,7 @@ func fakeCosts(t *testing.T, rep *api.CostReport, entries []ledger.Entry) (*http
 		if r.URL.Path == "/v1/costs/entries" {
 			from, _ := time.Parse(time.RFC3339, r.URL.Query().Get("from"))
 			to, _ := time.Parse(time.RFC3339, r.URL.Query().Get("to"))
-			body = api.CostEntryList{From: from, To: to, Entries: entries}
+			body = api.CostEntries{From: from, To: to, Entries: entries}
 		}
 		_ = json.NewEncoder(w).Encode(body)
 	}))
@@ -268,7 +268,7 @@ func TestCostsEntriesOutputs(t *testing.T) {
 				}
 			}},
 		{[]string{"--entries", "-o", "json", "--since", "24h"}, []string{"/v1/costs?bucket=1h0m0s&group_by=team&hours=24", "/v1/costs/entries?" + reportPeriod}, func(t *testing.T, out string) {
-			var l api.CostEntryList
+			var l api.CostEntries
 			if err := json.Unmarshal([]byte(out), &l); err != nil || len(l.Entries) != 2 || l.Entries[0].Cost != spot.Cost || !l.From.Equal(rep.From) {
 				t.Errorf("json %+v (%v):\n%s", l, err, out)
 			}
