@@ -125,33 +125,18 @@ func (s *Service) WithLedger(v *ledger.View) *Service {
 // have run up since (so a running job's spend grows to now), and, for a
 // caller who may see every team, the overhead that belongs to no job.
 func (s *Service) Costs(ctx context.Context, q CostQuery) (*CostSeries, error) {
-	p, err := s.principal(ctx)
-	if err != nil {
+	var allTeams bool
+	var err error
+	if q.Team, allTeams, err = s.costScope(ctx, q.Team, &q.From, &q.To); err != nil {
 		return nil, err
 	}
-	if !p.Can(auth.ReadJobs, q.Team) {
-		if q.Team != "" {
-			return nil, errForbidden(p, "read the costs of team "+q.Team)
-		}
-		q.Team = p.Team
-	}
-	allTeams := q.Team == "" && p.Can(auth.ReadJobs, "")
 	keys, err := costKeys(q.GroupBy)
 	if err != nil {
 		return nil, err
 	}
 	now := s.clock.Now()
-	if q.To.IsZero() {
-		q.To = now
-	}
 	if q.Bucket <= 0 {
 		q.Bucket = time.Hour
-	}
-	if q.From.IsZero() {
-		q.From = q.To.Add(-24 * time.Hour)
-	}
-	if !q.From.Before(q.To) {
-		return nil, errBadRequest("from must be before to")
 	}
 	n := int((q.To.Sub(q.From) + q.Bucket - 1) / q.Bucket)
 	if n > maxBuckets {
@@ -199,6 +184,33 @@ func (s *Service) Costs(ctx context.Context, q CostQuery) (*CostSeries, error) {
 	})
 	out.byKey = nil
 	return out, nil
+}
+
+// costScope is whose costs a caller asking for team's may read: that
+// team's, else the caller's own team's, and all teams' (overhead
+// included) for one who may read every team's; it fills in the period's
+// defaults (the 24 hours up to now) and checks it.
+func (s *Service) costScope(ctx context.Context, team string, from, to *time.Time) (string, bool, error) {
+	p, err := s.principal(ctx)
+	if err != nil {
+		return "", false, err
+	}
+	if !p.Can(auth.ReadJobs, team) {
+		if team != "" {
+			return "", false, errForbidden(p, "read the costs of team "+team)
+		}
+		team = p.Team
+	}
+	if to.IsZero() {
+		*to = s.clock.Now()
+	}
+	if from.IsZero() {
+		*from = to.Add(-24 * time.Hour)
+	}
+	if !from.Before(*to) {
+		return "", false, errBadRequest("from must be before to")
+	}
+	return team, team == "" && p.Can(auth.ReadJobs, ""), nil
 }
 
 // costKeys reads a group_by: one or more of CostGroups, by commas.

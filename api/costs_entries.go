@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/spotwise/spotwise/auth"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/ledger"
 )
@@ -38,25 +37,10 @@ type CostEntriesQuery struct {
 // to those who may see every team), each with its job's name and labels
 // and whether its attempt was interrupted.
 func (s *Service) CostEntries(ctx context.Context, q CostEntriesQuery) (*CostEntries, error) {
-	p, err := s.principal(ctx)
-	if err != nil {
+	var allTeams bool
+	var err error
+	if q.Team, allTeams, err = s.costScope(ctx, q.Team, &q.From, &q.To); err != nil {
 		return nil, err
-	}
-	if !p.Can(auth.ReadJobs, q.Team) {
-		if q.Team != "" {
-			return nil, errForbidden(p, "read the costs of team "+q.Team)
-		}
-		q.Team = p.Team
-	}
-	allTeams := q.Team == "" && p.Can(auth.ReadJobs, "")
-	if q.To.IsZero() {
-		q.To = s.clock.Now()
-	}
-	if q.From.IsZero() {
-		q.From = q.To.Add(-24 * time.Hour)
-	}
-	if !q.From.Before(q.To) {
-		return nil, errBadRequest("from must be before to")
 	}
 	if s.ledger == nil {
 		return nil, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the cost ledger is not open on this server"}

@@ -132,13 +132,13 @@ func (k *KV) WatchKey(ctx context.Context, key string, fn func(value []byte)) (s
 
 // watch delivers a watch's entries (nil once the current values are
 // through) to fn on one goroutine, every key when key is "".
-func (k *KV) watch(ctx context.Context, key string, fn func(jetstream.KeyValueEntry)) (stop func(), err error) {
+func (k *KV) watch(ctx context.Context, key string, fn func(jetstream.KeyValueEntry), opts ...jetstream.WatchOpt) (stop func(), err error) {
 	wctx, cancel := context.WithCancel(ctx)
 	var w jetstream.KeyWatcher
 	if key == "" {
-		w, err = k.kv.WatchAll(wctx)
+		w, err = k.kv.WatchAll(wctx, opts...)
 	} else {
-		w, err = k.kv.Watch(wctx, key)
+		w, err = k.kv.Watch(wctx, key, opts...)
 	}
 	if err != nil {
 		cancel()
@@ -316,46 +316,23 @@ func (s *JobStore) Keys(ctx context.Context) ([]string, error) {
 // ledger's writer) resumes where it stopped without reading the whole
 // bucket again.
 func (s *JobStore) WatchFrom(ctx context.Context, from uint64, fn func(JobChange)) (stop func(), err error) {
-	wctx, cancel := context.WithCancel(ctx)
 	var opts []jetstream.WatchOpt
 	if from > 0 {
 		opts = append(opts, jetstream.ResumeFromRevision(from))
 	}
-	w, err := s.kv.WatchAll(wctx, opts...)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("watching %s: %w", s.kv.Bucket(), err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer func() { _ = w.Stop() }()
-		for {
-			select {
-			case <-wctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok || wctx.Err() != nil {
-					return
-				}
-				if e == nil {
-					continue
-				}
-				ch := JobChange{ID: e.Key(), Revision: e.Revision()}
-				if e.Operation() == jetstream.KeyValuePut {
-					r, err := DecodeRecord(e.Value())
-					if err != nil {
-						s.log.Warn("skipping garbled job record", zap.String("job", e.Key()), zap.Error(err))
-						continue
-					}
-					ch.Record = r
-				}
-				fn(ch)
-			}
+	return (&KV{kv: s.kv}).watch(ctx, "", func(e jetstream.KeyValueEntry) {
+		if e == nil {
+			return
 		}
-	}()
-	return func() {
-		cancel()
-		<-done
-	}, nil
+		ch := JobChange{ID: e.Key(), Revision: e.Revision()}
+		if e.Operation() == jetstream.KeyValuePut {
+			r, err := DecodeRecord(e.Value())
+			if err != nil {
+				s.log.Warn("skipping garbled job record", zap.String("job", e.Key()), zap.Error(err))
+				return
+			}
+			ch.Record = r
+		}
+		fn(ch)
+	}, opts...)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/money"
 )
 
 // Writer appends jobs' charges to the ledger as their records change: it
@@ -151,21 +152,47 @@ func (w *Writer) append(ctx context.Context, r *job.Record, st *written, closed 
 
 // read folds a job's ledger subject.
 func (w *Writer) read(ctx context.Context, jobID string) (*written, error) {
-	msgs, err := w.bus.LedgerSubject(ctx, events.LedgerJobSubject(jobID))
+	entries, last, garbled, err := Read(ctx, w.bus, events.LedgerJobSubject(jobID))
 	if err != nil {
 		return nil, err
 	}
-	st := &written{cur: map[string]Entry{}, versions: map[string]int{}}
-	for _, m := range msgs {
-		st.last = m.Seq
-		var e Entry
-		if err := json.Unmarshal(m.Data, &e); err != nil || e.Check() != nil {
-			w.log.Warn("skipping a garbled ledger entry", zap.String("job", jobID), zap.Uint64("seq", m.Seq))
-			continue
-		}
+	if garbled > 0 {
+		w.log.Warn("skipping garbled ledger entries", zap.String("job", jobID), zap.Int("entries", garbled))
+	}
+	st := &written{last: last, cur: map[string]Entry{}, versions: map[string]int{}}
+	for _, e := range entries {
 		st.fold(e)
 	}
 	return st, nil
+}
+
+// Read is what one ledger subject holds: its entries, oldest first, the
+// sequence of the last message, and how many messages were garbled
+// (skipped, never summed).
+func Read(ctx context.Context, bus *events.Bus, subject string) (entries []Entry, last uint64, garbled int, err error) {
+	msgs, err := bus.LedgerSubject(ctx, subject)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	for _, m := range msgs {
+		last = m.Seq
+		var e Entry
+		if err := json.Unmarshal(m.Data, &e); err != nil || e.Check() != nil {
+			garbled++
+			continue
+		}
+		entries = append(entries, e)
+	}
+	return entries, last, garbled, nil
+}
+
+// Sum is what entries bill together.
+func Sum(entries []Entry) money.Micros {
+	var s money.Micros
+	for _, e := range entries {
+		s += e.Cost
+	}
+	return s
 }
 
 // fold takes one stored entry into account.

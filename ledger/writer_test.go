@@ -2,7 +2,6 @@ package ledger_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -40,26 +39,14 @@ func spotRecord() *job.Record {
 // stored reads a job's ledger subject: its entries in order.
 func stored(t *testing.T, bus *events.Bus, id string) []ledger.Entry {
 	t.Helper()
-	msgs, err := bus.LedgerSubject(context.Background(), events.LedgerJobSubject(id))
-	if err != nil {
-		t.Fatal(err)
+	es, _, garbled, err := ledger.Read(context.Background(), bus, events.LedgerJobSubject(id))
+	if err != nil || garbled > 0 {
+		t.Fatalf("reading the ledger: %v (%d garbled)", err, garbled)
 	}
-	out := make([]ledger.Entry, len(msgs))
-	for i, m := range msgs {
-		if err := json.Unmarshal(m.Data, &out[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
+	return es
 }
 
-func sum(es []ledger.Entry) money.Micros {
-	var s money.Micros
-	for _, e := range es {
-		s += e.Cost
-	}
-	return s
-}
+var sum = ledger.Sum
 
 func record(t *testing.T, w *ledger.Writer, r *job.Record, want int) {
 	t.Helper()

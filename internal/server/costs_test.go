@@ -33,29 +33,17 @@ checkpoint: {duration: 1m, size_gb: 1}
 `, team, team, nodes)
 }
 
-// ledgerOf reads a job's entries from the ledger stream.
+// ledgerOf reads a ledger subject's entries.
 func ledgerOf(t *testing.T, bus *events.Bus, subject string) []ledger.Entry {
 	t.Helper()
-	msgs, err := bus.LedgerSubject(context.Background(), subject)
-	if err != nil {
-		t.Fatal(err)
+	es, _, garbled, err := ledger.Read(context.Background(), bus, subject)
+	if err != nil || garbled > 0 {
+		t.Fatalf("reading the ledger: %v (%d garbled)", err, garbled)
 	}
-	out := make([]ledger.Entry, len(msgs))
-	for i, m := range msgs {
-		if err := json.Unmarshal(m.Data, &out[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
+	return es
 }
 
-func total(es []ledger.Entry) money.Micros {
-	var s money.Micros
-	for _, e := range es {
-		s += e.Cost
-	}
-	return s
-}
+var total = ledger.Sum
 
 // Two teams' jobs, one preempted and one moved off for maintenance, and an
 // instance no job owns: every job's ledger entries add up to what its

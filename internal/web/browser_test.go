@@ -271,6 +271,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		run(t, ctx, "opening costs", chromedp.Navigate(base+"/ui/#/costs?group_by=team&hours=6"), chromedp.WaitVisible(chromedp.CSS("#spend-chart")))
 		total := waitText(t, ctx, "the total", "#spend-total", func(s string) bool { return strings.HasPrefix(s, "$") && s != "$0.00" })
 		waitText(t, ctx, "the savings", "#savings-total", func(s string) bool { return strings.Contains(s, "$") })
+		waitText(t, ctx, "the overhead", "#overhead-total", func(s string) bool { return strings.HasPrefix(s, "$") })
 		legend := waitText(t, ctx, "the legend", ".legend", func(s string) bool { return strings.Contains(s, "vision") && strings.Contains(s, "nlp") })
 		bars, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#spend-chart rect").length`))
 		if err != nil || bars == 0 {

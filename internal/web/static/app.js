@@ -344,7 +344,7 @@ async function marketView() {
 
 async function costsView() {
   const { q } = params();
-  const group = h("select", { id: "group-by" }, ["team", "provider", "purchase", "region", "gpu"].map((g) => h("option", { value: g, selected: (q.get("group_by") || "team") === g }, g)));
+  const group = h("select", { id: "group-by" }, ["team", "provider", "purchase", "region", "gpu", "kind", "job"].map((g) => h("option", { value: g, selected: (q.get("group_by") || "team") === g }, g)));
   const hours = h("select", { id: "period" }, [["6", "6 hours"], ["24", "24 hours"], ["168", "7 days"], ["720", "30 days"]].map(([v, t]) => h("option", { value: v, selected: (q.get("hours") || "24") === v }, t)));
   const form = h("form", { class: "filters", onsubmit: (e) => { e.preventDefault(); setQuery(new URLSearchParams({ group_by: group.value, hours: hours.value })); } },
     h("label", {}, "Group by", group), h("label", {}, "Period", hours), h("button", { type: "submit" }, "Show"));
@@ -358,12 +358,14 @@ async function costsView() {
     out.replaceChildren(h("div", { class: "cards" },
       h("div", { class: "card" }, h("div", { class: "k" }, "Spend in period"), h("div", { class: "v", id: "spend-total" }, usd(c.total_usd))),
       h("div", { class: "card" }, h("div", { class: "k" }, "Jobs billed"), h("div", { class: "v" }, c.jobs)),
+      h("div", { class: "card" }, h("div", { class: "k" }, "Overhead (spend no job owns)"), h("div", { class: "v", id: "overhead-total" }, usd(c.overhead_usd || 0))),
       h("div", { class: "card" }, h("div", { class: "k" }, "Saved vs on-demand (jobs finished in period)"), h("div", { class: "v", id: "savings-total" }, usd(c.savings_usd)))),
       h("h2", {}, `Spend per ${c.group_by}, ${c.bucket} steps`), legend, stackedBars(c),
-      h("table", { id: "cost-groups" }, h("thead", {}, h("tr", {}, h("th", {}, c.group_by), h("th", { class: "num" }, "Spend"), h("th", { class: "num" }, "Share"),
+      h("table", { id: "cost-groups" }, h("thead", {}, h("tr", {}, h("th", {}, c.group_by), h("th", { class: "num" }, "Spend"), h("th", { class: "num" }, "Share"), h("th", { class: "num" }, "Overhead"),
         h("th", { class: "num" }, "Finished jobs"), h("th", { class: "num" }, "On-demand baseline"), h("th", { class: "num" }, "Saved"))),
         h("tbody", {}, c.groups.map((g) => h("tr", {}, h("td", {}, g.key), h("td", { class: "num" }, usd(g.total_usd)),
           h("td", { class: "num" }, Number(c.total_usd) > 0 ? pct(Number(g.total_usd) / Number(c.total_usd)) : "–"),
+          h("td", { class: "num" }, Number(g.overhead_usd) ? usd(g.overhead_usd) : "–"),
           h("td", { class: "num" }, g.finished_jobs), h("td", { class: "num" }, g.finished_jobs ? usd(g.baseline_usd) : "–"),
           h("td", { class: "num" }, g.finished_jobs ? usd(g.savings_usd) : "–"))))));
   };
