@@ -448,7 +448,11 @@ func (s *Scheduler) onJobChange(c events.JobChange) {
 // queuedJob is what a cycle needs of a job waiting for capacity.
 func queuedJob(r *job.Record) *QueuedJob {
 	q := &QueuedJob{ID: r.ID, Priority: r.Spec.Prio(), SubmittedAt: r.Status.SubmittedAt, Team: r.Spec.Team,
-		DeadlineAt: r.Status.DeadlineAt, Progress: r.Status.Progress, Req: RequirementsOf(r)}
+		DeadlineAt: r.Status.DeadlineAt, Progress: r.Status.Progress, Req: RequirementsOf(r),
+		Moving: r.Status.State != job.Queued}
+	if r.Spec.MaxCost > 0 {
+		q.CostSoFar = r.CostAt(r.Status.UpdatedAt)
+	}
 	if r.Status.DeadlineMissed {
 		q.DeadlineAt = time.Time{} // it runs anyway, as soon as it can
 	}
