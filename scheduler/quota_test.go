@@ -167,4 +167,3 @@ func TestDecideTeamLimits(t *testing.T) {
 		})
 	}
 }
-
