@@ -250,6 +250,10 @@ func (s *Server) lead(ctx context.Context) error {
 		CheckpointRoot: s.checkpoints.URI(), Term: s.lease.Term(), LeaseValid: s.lease.Valid,
 		Arbitrage: scheduler.Arbitrage{Off: !cfg.Scheduler.Arbitrage.Enabled, Saving: cfg.Scheduler.Arbitrage.MinSaving,
 			MinStay: cfg.Scheduler.Arbitrage.MinStay.D()},
+		// Spend (what each team was charged this month) is set where the
+		// cost ledger is opened; until then budgets count what running
+		// jobs are still expected to cost.
+		Teams: teamLimits(cfg.Teams),
 	})
 	if cloud != nil {
 		stopControl, err := s.bus.Serve(SubjectSimControl, s.operatorOnly(s.simControl(cloud)))
