@@ -106,7 +106,7 @@ func (s *Scheduler) cycle(ctx context.Context) {
 		}
 		e.seen = version
 		e.pending = p.Reasons
-		if p.Reasons[0].Code == "budget" && held[p.q.Team].JobID == "" {
+		if len(p.Reasons) > 0 && p.Reasons[0].Code == "budget" && held[p.q.Team].JobID == "" {
 			if held == nil {
 				held = map[string]Pending{}
 			}

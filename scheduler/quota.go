@@ -172,10 +172,19 @@ func (u *teamUse) quotaMessage(cj *compiledJob) string {
 		}
 	}
 	slices.Sort(keys)
+	ask := cj.nodes * cj.perNode
+	var never []string
 	for _, k := range keys {
 		parts = append(parts, fmt.Sprintf("%d of its %d %s GPUs (quota.gpus_by_type.%s)", u.heldOf(k), q.GPUsByType[k], k, k))
+		if ask > q.GPUsByType[k] {
+			never = append(never, k)
+		}
 	}
-	return fmt.Sprintf("team %s holds %s; the job asks %s", u.name, strings.Join(parts, ", "), plural(cj.nodes*cj.perNode, "GPU"))
+	msg := fmt.Sprintf("team %s holds %s; the job asks %s", u.name, strings.Join(parts, ", "), plural(ask, "GPU"))
+	if len(never) > 0 {
+		msg += fmt.Sprintf(", more than its %s quota allows at all", strings.Join(never, " and "))
+	}
+	return msg
 }
 
 // take charges a placement to the team for the rest of the cycle.

@@ -79,6 +79,13 @@ func TestDecideTeamLimits(t *testing.T) {
 		want: want{pending: map[string]string{"j-1": "quota"},
 			says: []string{"1 offer would take team nlp past its GPU quota: team nlp holds 8 of its 8 A100 GPUs (quota.gpus_by_type.A100); the job asks 1 GPU"}},
 	}, {
+		name:   "a job that asks more of a type than its quota says it can never fit there",
+		jobs:   []*QueuedJob{queued("j-1", "1h on V100").team("nlp").accel("A100").gpus(8).get()},
+		offers: []providers.Offer{offer("aws", "us-east-1", "p4d", "A100-40GB", 8, "9.00").get()},
+		teams:  quota(Quota{GPUsByType: map[string]int{"A100": 4}}),
+		want: want{pending: map[string]string{"j-1": "quota"},
+			says: []string{"team nlp holds 0 of its 4 A100 GPUs (quota.gpus_by_type.A100); the job asks 8 GPUs, more than its A100 quota allows at all"}},
+	}, {
 		name:   "a running job moving within its type gives back what it holds",
 		jobs:   []*QueuedJob{queued("j-1", "1h on V100").team("nlp").holds("A100-40GB", 1).get()},
 		offers: []providers.Offer{a100},

@@ -84,8 +84,9 @@ type Options struct {
 	// Spend is what a team was charged since a time (the start of the
 	// month, UTC), from the cost ledger: every charge up to now, the
 	// running attempts' time so far included. What the live attempts are
-	// still expected to cost (committed) the scheduler adds itself. Nil:
-	// no spend is known, and budgets count committed spend only.
+	// still expected to cost (committed) the scheduler adds itself. It is
+	// asked every cycle, so it answers from memory. Nil: no spend is
+	// known, and budgets count committed spend only.
 	Spend func(team string, since time.Time) money.Micros
 }
 
@@ -242,6 +243,7 @@ func New(bus *events.Bus, o Options) *Scheduler {
 		index: map[string]*entry{}, kickC: make(chan struct{}, 1), lookedAt: ^uint64(0),
 		metrics: o.Metrics, launching: map[string]bool{}, settled: map[string]int{}, work: &pool{},
 		budgetRaised: map[string]bool{}, capC: make(chan struct{}, 1),
+		holds: map[string]map[string]teamHolds{}, teamOf: map[string]string{}, capped: map[string]*job.Record{},
 	}
 	s.exp = newExperience()
 	s.tp = learned{base: o.Throughput, exp: s.exp}
