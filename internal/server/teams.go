@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spotwise/spotwise/money"
+	"github.com/spotwise/spotwise/providers/catalog"
 	"github.com/spotwise/spotwise/scheduler"
 )
 
@@ -90,6 +91,8 @@ func validateTeams(teams map[string]TeamConfig, bad func(field, format string, a
 			switch {
 			case strings.TrimSpace(gpu) == "":
 				bad(at+".quota.gpus_by_type", "has an empty GPU type")
+			case !catalog.Default().KnownGPU(gpu):
+				bad(at+".quota.gpus_by_type."+gpu, "unknown GPU type %q (a type or family, as a spec's accelerators)", gpu)
 			case n < 1:
 				bad(at+".quota.gpus_by_type."+gpu, "must be 1 or more (leave the type out for no limit)")
 			case q.GPUs > 0 && n > q.GPUs:

@@ -74,6 +74,7 @@ func TestConfigTeams(t *testing.T) {
 		{name: "negative GPU quota", yaml: `{nlp: {quota: {gpus: -1}}}`, field: "teams.nlp.quota.gpus"},
 		{name: "negative jobs quota", yaml: `{nlp: {quota: {jobs: -2}}}`, field: "teams.nlp.quota.jobs"},
 		{name: "a type's quota of 0", yaml: `{nlp: {quota: {gpus_by_type: {H100: 0}}}}`, field: "teams.nlp.quota.gpus_by_type.H100"},
+		{name: "an unknown GPU type", yaml: `{nlp: {quota: {gpus_by_type: {A1OO: 8}}}}`, field: "teams.nlp.quota.gpus_by_type.A1OO"},
 		{name: "a type's quota above the total", yaml: `{nlp: {quota: {gpus: 4, gpus_by_type: {A100: 8}}}}`, field: "teams.nlp.quota.gpus_by_type.A100"},
 		{name: "not a team name", yaml: `{"n l p": {quota: {gpus: 1}}}`, field: "teams.n l p"},
 		{name: "an amount written as a number", yaml: `{nlp: {budget: {monthly_usd: 1000}}}`, field: "monthly_usd", load: true},
