@@ -385,3 +385,29 @@ func parseTimes(q url.Values, from, to *time.Time) *Error {
 	}
 	return nil
 }
+
+// TeamSpend is what a team's jobs have cost from since (the start of a
+// calendar month, UTC) to now: the ledger's charges of the month, and what
+// its running jobs have run up since that the ledger does not hold yet.
+// The scheduler weighs it against the team's budget.
+func (s *Service) TeamSpend(team string, since time.Time) money.Micros {
+	var spent money.Micros
+	if s.ledger != nil {
+		spent = s.ledger.MonthSpend(team, since)
+	}
+	now := s.clock.Now()
+	if since.After(now) {
+		return spent
+	}
+	s.ix.mu.RLock()
+	defer s.ix.mu.RUnlock()
+	for _, e := range s.ix.order {
+		if e.sum.Team != team {
+			continue
+		}
+		for _, g := range e.open {
+			spent += g.cost(now) - g.cost(since)
+		}
+	}
+	return spent
+}

@@ -245,3 +245,24 @@ func TestCostsKeepToTheCallersTeams(t *testing.T) {
 		}
 	}
 }
+
+// A team's spend for its budget is the month's ledger charges and what its
+// running jobs have run up since, the month cut exactly at its start.
+func TestTeamSpendIsTheMonthsLedgerAndWhatRunsSince(t *testing.T) {
+	now := time.Date(2031, 3, 14, 18, 0, 0, 0, time.UTC)
+	s := costService(t, now)
+	recs := costRecords(now)
+	march := time.Date(2031, 3, 1, 0, 0, 0, 0, time.UTC)
+	if got, want := s.TeamSpend("vision", march), recs[0].CostAt(now); got != want {
+		t.Errorf("vision spent %s in March, its job is billed %s", got, want)
+	}
+	if got, want := s.TeamSpend("nlp", march), recs[1].CostAt(now)+777_777; got != want {
+		t.Errorf("nlp spent %s in March, its job and transfer are billed %s", got, want)
+	}
+	if got := s.TeamSpend("vision", time.Date(2031, 4, 1, 0, 0, 0, 0, time.UTC)); got != 0 {
+		t.Errorf("vision spent %s in April, which has not begun", got)
+	}
+	if got := s.TeamSpend("search", march); got != 0 {
+		t.Errorf("a team with no jobs spent %s", got)
+	}
+}

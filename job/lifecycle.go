@@ -234,6 +234,8 @@ func (t *tx) apply(in Input) {
 		t.cancel(in)
 	case Expire:
 		t.expire(in)
+	case CostLimit:
+		t.costLimit(in)
 	default:
 		t.refuse(fmt.Sprintf("unknown input %T", in))
 	}

@@ -66,6 +66,10 @@ func newWorld(t *testing.T, seed uint64) *world {
 	if rng.IntN(5) == 0 {
 		over["checkpoint"] = "{move_on_rebalance: true}"
 	}
+	if rng.IntN(3) == 0 {
+		// About 3.5 hours of two p4d nodes: many lives reach it.
+		over["max_cost_usd"] = `"25"`
+	}
 	return &world{t: t, rng: rng, l: newLife(t, over), cloud: map[string][]*minst{}, ended: map[string]bool{}}
 }
 
@@ -150,6 +154,8 @@ func (w *world) environment() {
 			w.deliver(Cancel{Message: "random"})
 		case w.chance(0.03):
 			w.deliver(Expire{Message: "random"})
+		case w.chance(0.3):
+			w.deliver(CostLimit{}) // the scheduler's look at the cap, early or late
 		}
 	case 9:
 		w.forge()

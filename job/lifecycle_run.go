@@ -3,6 +3,7 @@ package job
 import (
 	"cmp"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -236,6 +237,12 @@ func (t *tx) beginMove(a *Attempt, kind, instance, msg string) {
 // giveUp ends a move whose checkpoint did not come: the job stays.
 func (t *tx) giveUp(a *Attempt, msg string) {
 	kind := a.Notice.Kind
+	if kind == NoticeCostLimit {
+		// The job stops at its cost limit all the same, from its last
+		// checkpoint.
+		t.stopForCost(fmt.Sprintf("cost limit %s reached: stopped without a new checkpoint (%s)", t.r.Spec.MaxCost.Human(), strings.TrimSuffix(msg, ": staying")))
+		return
+	}
 	at := a.Notice.At
 	a.Notice = nil
 	t.moveTo(Running, msg)
@@ -359,6 +366,9 @@ func (t *tx) checkpointed(in Checkpointed) {
 		t.moveTo(Migrating, fmt.Sprintf("checkpoint at %s stored; moving", pct(ck.Progress)))
 		t.history(KindMigrating, a.N, nil, s.Message, a.LaunchKey+"-migrating")
 		t.startReplacement()
+	case moving && a.Notice.Kind == NoticeCostLimit:
+		t.resumeAt(ck.Progress)
+		t.stopForCost(fmt.Sprintf("cost limit %s reached: stopped after a checkpoint at %s", t.r.Spec.MaxCost.Human(), pct(ck.Progress)))
 	case moving:
 		t.resumeAt(ck.Progress)
 		msg := fmt.Sprintf("checkpoint at %s stored; releasing %s and moving", pct(ck.Progress), a.Placement.InstanceType)

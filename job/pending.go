@@ -6,7 +6,9 @@ package job
 type PendingReason struct {
 	// Code is stable for scripts: gpu-type, gpu-memory, gpu-count, vcpus,
 	// memory, provider, region, purchase, max-price, capacity,
-	// unavailable, deadline, no-offers.
+	// unavailable, deadline, no-offers; quota (the team's GPU or jobs
+	// quota), budget (the team's hard monthly budget), max-cost (the
+	// job's max_cost_usd).
 	Code string `json:"code"`
 	// Offers is how many offers were rejected for this reason.
 	Offers int `json:"offers"`

@@ -269,6 +269,9 @@ func (r *Record) CostAt(now time.Time) money.Micros {
 	return c
 }
 
+// CostAt is what the attempt has cost up to now.
+func (a *Attempt) CostAt(now time.Time) money.Micros { return a.billed(now) }
+
 // Released reports whether spotwise has let the attempt's capacity go.
 func (a *Attempt) Released() bool { return !a.ReleasedAt.IsZero() }
 

@@ -233,6 +233,7 @@ func specRules() map[string]map[string]any {
 		"on_deadline_miss":             oneWordOf("what becomes of a queued job that can no longer finish by its deadline: expire (default) or run anyway", missEnum),
 		"purchase":                     oneWordOf("spot, on-demand (or reserved), or auto: whatever finishes cheapest in time (default)", purchases),
 		"max_price_per_hour":           {"description": "the most one node may cost per hour, in dollars (3.06 or \"$3.06\"); 0: no cap", "minimum": 0, "maximum": maxPrice},
+		"max_cost_usd":                 {"description": "the most the whole job may cost, in dollars (250 or \"$250.00\"): it is not placed where it is expected to cost more, and once its cost reaches it, it checkpoints and ends as failed; 0: no cap", "minimum": 0, "maximum": maxJobCost},
 		"placement":                    {"description": "where the job may run; deny lists win over allow lists"},
 		"placement.providers":          list("providers allowed (empty: any)"),
 		"placement.deny_providers":     list("providers refused"),

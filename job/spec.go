@@ -90,6 +90,10 @@ type Spec struct {
 	// MaxPricePerHour caps the price of one instance (one node) per hour;
 	// zero means no cap.
 	MaxPricePerHour money.Micros `json:"max_price_per_hour,omitempty"`
+	// MaxCost (max_cost_usd) caps what the whole job may cost: it is not
+	// placed where it is expected to cost more, and once what it has cost
+	// reaches the cap it checkpoints and ends as failed. Zero means no cap.
+	MaxCost money.Micros `json:"max_cost_usd,omitempty"`
 
 	Placement  PlacementRules `json:"placement,omitzero"`
 	Checkpoint Checkpoint     `json:"checkpoint,omitzero"`

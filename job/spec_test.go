@@ -118,6 +118,12 @@ func TestParseRefusesBadFields(t *testing.T) {
 			[]FieldError{{"max_price_per_hour", "has more than 6 decimal places"}}},
 		{"price not an amount", map[string]string{"max_price_per_hour": "cheap"},
 			[]FieldError{{"max_price_per_hour", `"cheap" is not an amount`}}},
+		{"cost cap not an amount", map[string]string{"max_cost_usd": "lots"},
+			[]FieldError{{"max_cost_usd", `"lots" is not an amount`}}},
+		{"negative cost cap", map[string]string{"max_cost_usd": "-5"},
+			[]FieldError{{"max_cost_usd", "must not be negative"}}},
+		{"cost cap past sanity", map[string]string{"max_cost_usd": "10000000.01"},
+			[]FieldError{{"max_cost_usd", "$10000000.01 is above the $10000000.00 sanity limit"}}},
 
 		// Enumerations.
 		{"bad workload", map[string]string{"workload": "pretraining"},

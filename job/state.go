@@ -32,7 +32,7 @@ var States = []State{Queued, Placing, Running, Checkpointing, Migrating, Succeed
 // transitions lists the states each state may move to (the lifecycle's
 // table in README.md).
 var transitions = map[State][]State{
-	Queued:        {Placing, Cancelled, Expired},
+	Queued:        {Placing, Cancelled, Expired, Failed},
 	Placing:       {Running, Queued, Succeeded, Failed, Cancelled},
 	Running:       {Checkpointing, Migrating, Queued, Succeeded, Failed, Cancelled},
 	Checkpointing: {Migrating, Running, Queued, Succeeded, Failed, Cancelled, Expired},

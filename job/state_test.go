@@ -11,7 +11,8 @@ func TestStateTransitions(t *testing.T) {
 	// allowed is the life of a job as users see it; every pair not listed
 	// is refused.
 	allowed := map[State][]State{
-		Queued:        {Placing, Cancelled, Expired},
+		// A queued job whose cost has reached its max_cost_usd fails.
+		Queued:        {Placing, Cancelled, Expired, Failed},
 		Placing:       {Running, Queued, Succeeded, Failed, Cancelled},
 		Running:       {Checkpointing, Migrating, Queued, Succeeded, Failed, Cancelled},
 		Checkpointing: {Migrating, Queued, Running, Succeeded, Failed, Cancelled, Expired},

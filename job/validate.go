@@ -27,6 +27,10 @@ var (
 // maxPrice is a sanity cap: no GPU instance costs $1,000 an hour.
 var maxPrice = money.USD(1000, 0)
 
+// maxJobCost is a sanity cap on max_cost_usd: ten million dollars is a
+// typo, not a budget for one job.
+var maxJobCost = money.USD(10_000_000, 0)
+
 // Validate checks every field of a normalized spec and returns a
 // *ValidationError listing all problems, or nil.
 func (s *Spec) Validate(vocab Vocabulary) error {
@@ -76,6 +80,11 @@ func (s *Spec) Validate(vocab Vocabulary) error {
 		e.add("max_price_per_hour", "must not be negative")
 	} else if s.MaxPricePerHour > maxPrice {
 		e.add("max_price_per_hour", "%s per hour is above the %s sanity limit", s.MaxPricePerHour, maxPrice)
+	}
+	if s.MaxCost < 0 {
+		e.add("max_cost_usd", "must not be negative")
+	} else if s.MaxCost > maxJobCost {
+		e.add("max_cost_usd", "%s is above the %s sanity limit", s.MaxCost, maxJobCost)
 	}
 	s.validatePlacement(&e, vocab)
 	s.validateCheckpoint(&e)

@@ -164,10 +164,10 @@ func (v *View) Add(e Entry) {
 // exactly; a reversal cuts as what it reverses, negated.
 func (r *Row) CostUpTo(t time.Time) money.Micros {
 	switch {
+	case !t.After(r.Start):
+		return 0 // a one-off charge too: it counts from just after it
 	case !t.Before(r.End):
 		return r.Cost
-	case !t.After(r.Start):
-		return 0
 	}
 	c := r.Price.ForDuration(t.Sub(r.Start))
 	if r.Cost < 0 {

@@ -185,7 +185,7 @@ func (s *Scheduler) attemptClosed(a job.Attempt) {
 	case job.OutcomeSucceeded:
 		s.metrics.finished.Add(1)
 		s.learnFromRun(&a, a.EndedAt, false)
-	case job.OutcomeFailed:
+	case job.OutcomeFailed, job.OutcomeCostLimit:
 		s.metrics.finished.Add(1)
 	case job.OutcomeLost:
 		s.metrics.instancesLost.Add(1)

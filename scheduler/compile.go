@@ -44,6 +44,18 @@ type QueuedJob struct {
 	// Avoid are offers or scopes the job is leaving (under notice, or
 	// moved off): its replacement goes elsewhere.
 	Avoid []string
+	// Moving is set for a job leaving capacity it ran on (a notice, a
+	// move): its replacement carries on a running job, which the team's
+	// budget does not hold back.
+	Moving bool
+	// HoldsGPU and HoldsGPUs are, for a running job weighed for a move,
+	// the GPU type and count it holds now (its team's quota counts them
+	// already).
+	HoldsGPU  string
+	HoldsGPUs int
+	// CostSoFar is what the job has cost so far: with its max_cost_usd,
+	// what an offer may be expected to cost.
+	CostSoFar money.Micros
 
 	// e is the scheduler's entry for the job while it is queued there, and
 	// attempt the record's attempt count this was built from.
@@ -63,6 +75,8 @@ type Requirements struct {
 	MinMemoryGiB   int
 	Purchase       string
 	MaxPrice       money.Micros
+	// MaxCost caps the whole job's cost (max_cost_usd); zero: no cap.
+	MaxCost money.Micros
 	// Work is the whole job's wall time on RefGPU for Class.
 	Work   time.Duration
 	RefGPU string
@@ -114,7 +128,7 @@ func requirements(s *job.Spec) Requirements {
 	j := func(l []string) string { return strings.Join(l, ",") }
 	return Requirements{
 		Accelerators: j(r.Accelerators), MinGPUMemoryGB: r.MinGPUMemoryGB, GPUsPerNode: max(1, r.GPUsPerNode), Nodes: max(1, r.Nodes),
-		MinVCPUs: r.MinVCPUs, MinMemoryGiB: r.MinMemoryGiB, Purchase: s.Purchase, MaxPrice: s.MaxPricePerHour,
+		MinVCPUs: r.MinVCPUs, MinMemoryGiB: r.MinMemoryGiB, Purchase: s.Purchase, MaxPrice: s.MaxPricePerHour, MaxCost: s.MaxCost,
 		Work: s.Work.ReferenceDuration(s.TotalGPUs()), RefGPU: s.Work.ReferenceGPU, Class: s.Class(),
 		Providers: j(p.Providers), DenyProviders: j(p.DenyProviders), Regions: j(p.Regions), DenyRegions: j(p.DenyRegions), Geographies: j(p.Geographies),
 		CkptDisabled: s.Checkpoint.Disabled, CkptTime: s.Checkpoint.Duration.D(), CkptInterval: s.Checkpoint.Interval.D(), CkptSizeGB: s.Checkpoint.SizeGB,
@@ -239,6 +253,19 @@ type compiledJob struct {
 	*needs
 	runtime  []time.Duration // by group index: remaining runtime
 	deadline time.Time
+	// team is the job's team when it has GPU quotas (nil: none);
+	// quotaKeys are, by group index, the quota entries of the GPU types.
+	team      *teamUse
+	quotaKeys []string
+	// overCost is the least expected cost to finish among the offers
+	// that would take the job past its max_cost_usd (explain's message).
+	overCost money.Micros
+}
+
+// affordable reports whether finishing at an expected cost keeps the job
+// within its max_cost_usd.
+func (cj *compiledJob) affordable(est bidding.Estimate) bool {
+	return cj.maxCost <= 0 || cj.q.CostSoFar+est.Cost <= cj.maxCost
 }
 
 // gpuMatches reports whether an accelerator entry names gpu by its exact
@@ -266,6 +293,7 @@ type needs struct {
 	minVCPUs  int
 	minRAM    float64
 	maxPrice  money.Micros
+	maxCost   money.Micros
 	purchase  string
 	// skipShort: the job wants no offer whose notice is shorter than its
 	// checkpoint (ckpt.Time).
@@ -297,7 +325,7 @@ type needs struct {
 func (co *compiledOffers) compileNeeds(r *Requirements, tp bidding.ThroughputTable, rules *ruleCache) *needs {
 	n := &needs{gpus: make([]bool, len(co.groups)), runtime: make([]time.Duration, len(co.groups)), accels: split(r.Accelerators),
 		nodes: r.Nodes, perNode: r.GPUsPerNode, minMem: r.MinGPUMemoryGB, minVCPUs: r.MinVCPUs,
-		minRAM: float64(r.MinMemoryGiB), maxPrice: r.MaxPrice, purchase: r.Purchase}
+		minRAM: float64(r.MinMemoryGiB), maxPrice: r.MaxPrice, maxCost: r.MaxCost, purchase: r.Purchase}
 	switch r.Purchase {
 	case job.PurchaseSpot:
 		n.purchases = 1

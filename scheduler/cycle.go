@@ -63,8 +63,10 @@ func (s *Scheduler) cycle(ctx context.Context) {
 		return
 	}
 	s.zones.observe(bv, now)
+	teams := s.teamStates(now)
 	snap := Snapshot{Now: now, Jobs: batch, Offers: bv.offers, Unavailable: bv.unavailable, Throughput: s.tp,
-		Geography: s.o.Geography, Rates: bv.rates, Policy: s.o.Policy, Zones: s.zones.stats, PolicyStep: s.o.PolicyInterval, base: bv.base}
+		Geography: s.o.Geography, Rates: bv.rates, Policy: s.o.Policy, Zones: s.zones.stats, PolicyStep: s.o.PolicyInterval, base: bv.base,
+		Teams: teams}
 
 	// 2. Decide.
 	var moving []move
@@ -78,6 +80,7 @@ func (s *Scheduler) cycle(ctx context.Context) {
 		s.goAction(ctx, func(ctx context.Context) { s.startMove(ctx, m) })
 	}
 	var changed []Pending
+	var held map[string]Pending // by team: the first job its hard budget holds back
 	s.mu.Lock()
 	// A job's entry may have moved on since the snapshot: one no longer
 	// queued as it was decided on (placed, cancelled, gone, changed) is
@@ -90,6 +93,7 @@ func (s *Scheduler) cycle(ctx context.Context) {
 		e.inflight = true
 		s.book.take(p.Offer, p.Nodes)
 		n := p.q.attempt + 1
+		s.placing(p, n)
 		s.goAction(ctx, func(ctx context.Context) {
 			defer s.done(p.JobID)
 			s.place(ctx, p, n)
@@ -102,6 +106,12 @@ func (s *Scheduler) cycle(ctx context.Context) {
 		}
 		e.seen = version
 		e.pending = p.Reasons
+		if len(p.Reasons) > 0 && p.Reasons[0].Code == "budget" && held[p.q.Team].JobID == "" {
+			if held == nil {
+				held = map[string]Pending{}
+			}
+			held[p.q.Team] = p
+		}
 		switch {
 		case !p.Hopeless:
 			e.hopeless = time.Time{}
@@ -123,6 +133,9 @@ func (s *Scheduler) cycle(ctx context.Context) {
 		}
 	}
 	s.mu.Unlock()
+	if teams != nil {
+		s.budgetAlerts(ctx, teams, held)
+	}
 	s.metrics.cycles.Add(1)
 	s.metrics.lastCycle.Store(int64(time.Since(start)))
 	if len(changed) > 0 {
@@ -141,7 +154,9 @@ func (s *Scheduler) place(ctx context.Context, p Placement, attempt int) {
 			GPU: o.GPU, GPUs: o.GPUs, Nodes: p.Nodes, Purchase: string(o.Purchase), PricePerHour: o.Price,
 			OnDemandPrice: o.OnDemandPrice},
 	}
-	if _, res, err := s.apply(ctx, p.JobID, in); err != nil {
+	_, res, err := s.apply(ctx, p.JobID, in)
+	s.placed(p.JobID, attempt, err == nil && res.Changed())
+	if err != nil {
 		s.log.Warn("recording a placement", zap.String("job", p.JobID), zap.Error(err))
 	} else if res.Changed() {
 		s.log.Info("placing job", zap.String("job", p.JobID), zap.String("offer", o.ID()), zap.Stringer("price", o.Price),

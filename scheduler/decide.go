@@ -37,6 +37,9 @@ type Snapshot struct {
 	// type (see ZoneKey); PolicyStep how often the policy is asked again.
 	Zones      map[ZoneKey]*bidding.ZoneStats
 	PolicyStep time.Duration
+	// Teams are the teams with quotas or budgets, by name, as the cycle
+	// starts; a job of any other team is placed without such limits.
+	Teams map[string]TeamState
 
 	// base, when set, is the compiled base of Offers, Rates and Geography (the scheduler's book keeps one between changes).
 	base *offerBase
@@ -128,6 +131,7 @@ func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 	}
 	var plan Plan
 	var moves []MoveOption
+	teams := teamBook(s.Teams)
 	for _, q := range s.Jobs {
 		nd, ok := compiled[q.Req]
 		if !ok {
@@ -146,6 +150,15 @@ func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 			continue
 		}
 		cj := co.compileJob(q, nd)
+		team := teams[q.Team]
+		if team != nil {
+			if why := team.admit(cj, co); why != nil {
+				if runningOn == nil {
+					plan.Pending = append(plan.Pending, Pending{JobID: q.ID, Reasons: []job.PendingReason{*why}, q: q})
+				}
+				continue
+			}
+		}
 		best, est, wait := co.choose(cj, s)
 		if wait != nil {
 			plan.Pending = append(plan.Pending, Pending{JobID: q.ID, Reasons: wait, q: q})
@@ -157,6 +170,15 @@ func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 				plan.Pending = append(plan.Pending, Pending{JobID: q.ID, Reasons: reasons, Hopeless: hopeless, q: q})
 			}
 			continue
+		}
+		if team != nil && runningOn == nil {
+			if why := team.overBudget(cj, est.Cost); why != nil {
+				plan.Pending = append(plan.Pending, Pending{JobID: q.ID, Reasons: []job.PendingReason{*why}, q: q})
+				continue
+			}
+		}
+		if team != nil {
+			team.take(cj, *best.offer, cj.nodes, est.Cost)
 		}
 		if best.available > 0 {
 			best.available -= cj.nodes
@@ -226,6 +248,8 @@ func (cj *compiledJob) dynamicReason(o *compiledOffer) reason {
 		return reasonExcluded
 	case o.blocked, len(cj.q.Avoid) > 0 && o.excludedFor(cj.q.Avoid):
 		return reasonUnavailable
+	case cj.team != nil && cj.team.blocks(cj, o):
+		return reasonQuota
 	case o.available >= 0 && o.available < cj.nodes:
 		return reasonCapacity
 	}
@@ -261,7 +285,7 @@ func (co *compiledOffers) cheapest(cj *compiledJob, now time.Time, mask uint8) (
 				continue
 			}
 			est := cj.estimate(now, o, runtime)
-			if !bidding.MeetsDeadline(est, cj.deadline) {
+			if !bidding.MeetsDeadline(est, cj.deadline) || !cj.affordable(est) {
 				continue
 			}
 			if est.Cost < bestCost || (est.Cost == bestCost && best != nil && better(o, best, est, bestEst)) {

@@ -45,6 +45,8 @@ func Explain(s Snapshot, q *QueuedJob) []Verdict {
 				v.MeetsDeadline = bidding.MeetsDeadline(v.Estimate, cj.deadline)
 				if !v.MeetsDeadline {
 					why = reasonDeadline
+				} else if !cj.affordable(v.Estimate) {
+					why = reasonMaxCost
 				}
 			} else if cj.gpus[gi] {
 				v.Estimate = cj.estimate(s.Now, o, cj.runtime[gi])

@@ -94,6 +94,8 @@ func (s *Scheduler) decideMoves(snap Snapshot, recs []*job.Record) []move {
 		c.Status.Previous, c.Status.Current = c.Status.Current, nil // its checkpoint is written where it runs now
 		req := RequirementsOf(c)
 		q := queuedJob(r)
+		// Its team's quota counts what it holds: a move gives that back.
+		q.HoldsGPU, q.HoldsGPUs = a.Placement.GPU, a.Placement.GPUs*max(1, a.Placement.Nodes)
 		if policyRun(r) {
 			switch a.Placement.Purchase {
 			case string(providers.OnDemand):

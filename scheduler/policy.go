@@ -57,7 +57,7 @@ func (co *compiledOffers) choose(cj *compiledJob, s Snapshot) (*compiledOffer, b
 		if c.Zone >= 0 && c.Zone < len(zones) && zones[c.Zone] != nil {
 			o := zones[c.Zone]
 			est := cj.estimate(s.Now, o, cj.runtime[o.gpu])
-			if bidding.MeetsDeadline(est, cj.deadline) {
+			if bidding.MeetsDeadline(est, cj.deadline) && cj.affordable(est) {
 				return o, est, nil
 			}
 		}
@@ -95,7 +95,7 @@ func (co *compiledOffers) chooseRunning(cj *compiledJob, s Snapshot) (*compiledO
 		if c.Zone >= 0 && c.Zone < len(zones) && zones[c.Zone] != nil && zones[c.Zone] != cur {
 			o := zones[c.Zone]
 			est := cj.estimate(s.Now, o, cj.runtime[o.gpu])
-			if bidding.MeetsDeadline(est, cj.deadline) {
+			if bidding.MeetsDeadline(est, cj.deadline) && cj.affordable(est) {
 				return o, est, nil
 			}
 		}

@@ -28,8 +28,10 @@ const (
 	// The stages from here on differ between jobs of the same needs.
 	reasonUnavailable
 	reasonExcluded
+	reasonQuota
 	reasonCapacity
 	reasonDeadline
+	reasonMaxCost
 	numReasons
 )
 
@@ -45,8 +47,10 @@ var reasonCodes = [numReasons]string{
 	reasonShortNotice: "short-notice",
 	reasonExcluded:    "excluded",
 	reasonUnavailable: "unavailable",
+	reasonQuota:       "quota",
 	reasonCapacity:    "capacity",
 	reasonDeadline:    "deadline",
+	reasonMaxCost:     "max-cost",
 }
 
 // staticScan sorts every offer into rejected-by-a-static-filter (counted)
@@ -113,10 +117,16 @@ func (co *compiledOffers) explain(cj *compiledJob, now time.Time) (reasons []job
 				est := cj.estimate(now, o, cj.runtime[gi])
 				meets := bidding.MeetsDeadline(est, cj.deadline)
 				hopeful = hopeful || meets
-				if r == reasonNone {
-					if meets {
-						continue // feasible: placed by a later cycle once capacity frees up
+				switch {
+				case r != reasonNone:
+				case meets && cj.affordable(est):
+					continue // feasible: placed by a later cycle once capacity frees up
+				case meets:
+					r = reasonMaxCost
+					if cj.overCost == 0 || est.Cost < cj.overCost {
+						cj.overCost = est.Cost
 					}
+				default:
 					r = reasonDeadline
 					if earliest.IsZero() || est.Finish.Before(earliest) {
 						earliest = est.Finish
@@ -200,8 +210,13 @@ func (cj *compiledJob) message(r reason, n int, cheapestOver money.Micros, earli
 		return fmt.Sprintf("%s were refused for this job by their provider (%s)", offers, cj.exclusionReasons())
 	case reasonUnavailable:
 		return fmt.Sprintf("%s are marked unavailable after a launch failed for lack of capacity, or a notice", offers)
+	case reasonQuota:
+		return fmt.Sprintf("%s would take team %s past its GPU quota: %s", offers, cj.q.Team, cj.team.quotaMessage(cj))
 	case reasonCapacity:
 		return fmt.Sprintf("%s have no capacity left for %s", offers, plural(cj.nodes, "instance"))
+	case reasonMaxCost:
+		return fmt.Sprintf("%s would take the job past its max_cost_usd of %s (%s spent so far; the cheapest of them is expected to cost %s to finish)",
+			offers, cj.maxCost.Human(), cj.q.CostSoFar.Human(), cj.overCost.Human())
 	case reasonDeadline:
 		return fmt.Sprintf("%s cannot finish by the deadline %s (the earliest would finish %s, %s late)",
 			offers, cj.deadline.UTC().Format(time.RFC3339), earliest.UTC().Format(time.RFC3339), human(earliest.Sub(cj.deadline)))

@@ -61,6 +61,11 @@ func (s *Scheduler) reconcile(ctx context.Context) {
 	s.moves = moves
 	s.mu.Unlock()
 	s.collectOrphans(ctx, byKey, listedAt, owned)
+	if teams := s.teamStates(s.o.Clock.Now()); teams != nil {
+		// Spend grows between cycles: the soft budget alerts are looked
+		// at here too.
+		s.budgetAlerts(ctx, teams, nil)
+	}
 	s.exp.save(ctx, s.bus.Meta(), s.log)
 	s.book.bump()
 	s.kick()

@@ -14,6 +14,7 @@ import (
 	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
 )
 
@@ -77,6 +78,16 @@ type Options struct {
 	// Metrics receives the counters; successive schedulers of one server
 	// (one per lease term) share it. Nil makes a private one.
 	Metrics *Metrics
+	// Teams are the teams' quotas and budgets, by team name (see
+	// quota.go); a team not named has neither.
+	Teams map[string]TeamLimits
+	// Spend is what a team was charged since a time (the start of the
+	// month, UTC), from the cost ledger: every charge up to now, the
+	// running attempts' time so far included. What the live attempts are
+	// still expected to cost (committed) the scheduler adds itself. It is
+	// asked every cycle, so it answers from memory. Nil: no spend is
+	// known, and budgets count committed spend only.
+	Spend func(team string, since time.Time) money.Micros
 }
 
 func (o *Options) defaults() {
@@ -187,6 +198,16 @@ type Scheduler struct {
 	exp     *experience
 	// tp is the throughput table corrected by what running jobs measured.
 	tp bidding.ThroughputTable
+	// holds are, by limited team and job, what the jobs hold (budget.go);
+	// teamOf the team of each job there. budgetRaised are the budget
+	// alerts raised (or being raised) by this scheduler.
+	holds        map[string]map[string]teamHolds
+	teamOf       map[string]string
+	budgetRaised map[string]bool
+	// capped are the jobs with a max_cost_usd not done yet; capC asks for
+	// a look at them (costlimit.go).
+	capped map[string]*job.Record
+	capC   chan struct{}
 }
 
 // entry is what the scheduler remembers of one job between events.
@@ -221,6 +242,8 @@ func New(bus *events.Bus, o Options) *Scheduler {
 		bus: bus, jobs: bus.Jobs(), pub: bus, o: o, log: o.Log, book: newBook(),
 		index: map[string]*entry{}, kickC: make(chan struct{}, 1), lookedAt: ^uint64(0),
 		metrics: o.Metrics, launching: map[string]bool{}, settled: map[string]int{}, work: &pool{},
+		budgetRaised: map[string]bool{}, capC: make(chan struct{}, 1),
+		holds: map[string]map[string]teamHolds{}, teamOf: map[string]string{}, capped: map[string]*job.Record{},
 	}
 	s.exp = newExperience()
 	s.tp = learned{base: o.Throughput, exp: s.exp}
@@ -247,6 +270,7 @@ func (s *Scheduler) Run(ctx context.Context) (err error) {
 	// remembered.
 	s.mu.Lock()
 	s.index, s.q, s.book = map[string]*entry{}, queue{}, newBook()
+	s.holds, s.teamOf, s.capped = map[string]map[string]teamHolds{}, map[string]string{}, map[string]*job.Record{}
 	s.metrics.startView()
 	s.fresh, s.lookedAt = nil, ^uint64(0) // the first cycle looks at all
 	s.book.rateOf = s.rateOf
@@ -327,10 +351,18 @@ func (s *Scheduler) Run(ctx context.Context) (err error) {
 	// whatever speed the simulation runs at.
 	policy := s.o.Clock.NewTimer(s.o.PolicyInterval)
 	defer policy.Stop()
+	// Caps on jobs' costs are watched on the scheduler's clock too.
+	caps := s.o.Clock.NewTimer(time.Hour)
+	caps.Stop()
+	defer caps.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-s.capC:
+			s.checkCaps(ctx, caps)
+		case <-caps.C():
+			s.checkCaps(ctx, caps)
 		case <-policy.C():
 			policy.Reset(s.o.PolicyInterval)
 			s.book.bump()
@@ -386,6 +418,11 @@ func (s *Scheduler) onJobChange(c events.JobChange) {
 	defer s.mu.Unlock()
 	e := s.index[c.ID]
 	if c.Record == nil {
+		if s.trackTeam(c.ID, nil) {
+			s.book.bump()
+			s.kick()
+		}
+		s.trackCap(c.ID, nil)
 		if e != nil {
 			s.dequeue(c.ID, e)
 			delete(s.index, c.ID)
@@ -401,6 +438,12 @@ func (s *Scheduler) onJobChange(c events.JobChange) {
 		return
 	}
 	r := c.Record
+	if s.trackTeam(c.ID, r) {
+		// Quota freed: every queued job is looked at again.
+		s.book.bump()
+		s.kick()
+	}
+	s.trackCap(c.ID, r)
 	if s.loading && s.o.AttemptEnded != nil && s.o.EndedWithin > 0 {
 		since := s.o.Clock.Now().Add(-s.o.EndedWithin)
 		for _, a := range r.Status.Attempts {
@@ -448,7 +491,11 @@ func (s *Scheduler) onJobChange(c events.JobChange) {
 // queuedJob is what a cycle needs of a job waiting for capacity.
 func queuedJob(r *job.Record) *QueuedJob {
 	q := &QueuedJob{ID: r.ID, Priority: r.Spec.Prio(), SubmittedAt: r.Status.SubmittedAt, Team: r.Spec.Team,
-		DeadlineAt: r.Status.DeadlineAt, Progress: r.Status.Progress, Req: RequirementsOf(r)}
+		DeadlineAt: r.Status.DeadlineAt, Progress: r.Status.Progress, Req: RequirementsOf(r),
+		Moving: r.Status.State != job.Queued}
+	if r.Spec.MaxCost > 0 {
+		q.CostSoFar = r.CostAt(r.Status.UpdatedAt)
+	}
 	if r.Status.DeadlineMissed {
 		q.DeadlineAt = time.Time{} // it runs anyway, as soon as it can
 	}
@@ -523,6 +570,13 @@ func (s *Scheduler) done(id string) {
 		e.inflight = false
 		if e.queued != nil {
 			s.fresh = append(s.fresh, e.queued)
+		}
+	}
+	if _, ok := s.capped[id]; ok {
+		// A look at its cap may have waited for the action to end.
+		select {
+		case s.capC <- struct{}{}:
+		default:
 		}
 	}
 	s.mu.Unlock()

@@ -20,6 +20,7 @@ import (
 	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/ledger"
+	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/providers/catalog"
 	"github.com/spotwise/spotwise/providers/sim"
@@ -44,6 +45,8 @@ type rig struct {
 	work *agent.SimWorkload
 	// running counts what the rig started (the scheduler, the feed).
 	running sync.WaitGroup
+	teams   map[string]scheduler.TeamLimits
+	spend   func(team string, since time.Time) money.Micros
 }
 
 type rigOpt struct {
@@ -62,6 +65,9 @@ type rigOpt struct {
 	// log replaces the test logger of the bus and the scheduler (a fuzz
 	// target's runs would pile warnings up in its log).
 	log *zap.Logger
+	// teams and spend are the scheduler's team limits and spend source.
+	teams map[string]scheduler.TeamLimits
+	spend func(team string, since time.Time) money.Micros
 }
 
 func newRig(t testing.TB, o rigOpt) *rig {
@@ -82,7 +88,7 @@ func newRig(t testing.TB, o rigOpt) *rig {
 	}
 	t.Cleanup(bus.Close)
 	cat := catalog.Default()
-	r := &rig{bus: bus, clk: clk, ctx: ctx, dir: t.TempDir(), arb: o.arbitrage, log: log}
+	r := &rig{bus: bus, clk: clk, ctx: ctx, dir: t.TempDir(), arb: o.arbitrage, log: log, teams: o.teams, spend: o.spend}
 	var runner sim.Runner
 	if o.workload {
 		st, err := checkpoint.Open(ctx, "file://"+r.dir, checkpoint.WithClock(clk))
@@ -146,7 +152,7 @@ func (r *rig) start(t testing.TB) {
 	}
 	r.s = scheduler.New(r.bus, scheduler.Options{Clock: r.clk, Log: r.log, Clouds: map[string]providers.Provider{"aws": r.cloud},
 		Throughput: cat, Geography: cat.GeographyOf, ReconcileInterval: 100 * time.Millisecond, PolicyInterval: 5 * time.Minute, Debounce: time.Millisecond,
-		Arbitrage: r.arb, CheckpointRoot: root})
+		Arbitrage: r.arb, CheckpointRoot: root, Teams: r.teams, Spend: r.spend})
 	r.running.Add(1)
 	go func() {
 		defer r.running.Done()

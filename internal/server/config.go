@@ -64,6 +64,8 @@ type Config struct {
 	// Providers are the real clouds; each one set sells its capacity in
 	// place of the simulated cloud's copy of that provider.
 	Providers ProvidersConfig `json:"providers"`
+	// Teams are the teams' budgets and quotas, by team name (teams.go).
+	Teams map[string]TeamConfig `json:"teams"`
 }
 
 // TLSFiles are a certificate and its key, PEM files.
@@ -564,5 +566,6 @@ func (c *Config) Validate() error {
 	if c.Scheduler.Arbitrage.MinStay.D() <= 0 {
 		bad("scheduler.arbitrage.min_stay", "must be above 0 (such as 1h)")
 	}
+	validateTeams(c.Teams, bad)
 	return errors.Join(errs...)
 }

@@ -66,7 +66,7 @@ func configKeys(t reflect.Type, prefix string) []string {
 func fileKeys(m map[string]any, prefix string) []string {
 	var keys []string
 	for k, v := range m {
-		if sub, ok := v.(map[string]any); ok {
+		if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
 			keys = append(keys, fileKeys(sub, prefix+k+".")...)
 			continue
 		}
@@ -92,6 +92,9 @@ func sameEmpty(c Config) Config {
 	}
 	if len(c.Auth.OIDC) == 0 {
 		c.Auth.OIDC = nil
+	}
+	if len(c.Teams) == 0 {
+		c.Teams = nil
 	}
 	return c
 }

@@ -237,3 +237,63 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// pendingFor waits until a queued job's pending reasons hold one of code
+// whose message says every one of says.
+func pendingFor(t *testing.T, c *api.Client, id, code string, says ...string) {
+	t.Helper()
+	testutil.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		v, err := c.Get(context.Background(), id)
+		if err != nil {
+			return err
+		}
+		if v.State != job.Queued {
+			return fmt.Errorf("job %s is %s, want queued", id, v.State)
+		}
+	reasons:
+		for _, r := range v.PendingReasons {
+			if r.Code != code {
+				continue
+			}
+			for _, s := range says {
+				if !strings.Contains(r.Message, s) {
+					continue reasons
+				}
+			}
+			return nil
+		}
+		return fmt.Errorf("pending reasons %+v lack %s saying %q", v.PendingReasons, code, says)
+	})
+}
+
+// The teams of the server's config are held to their limits: a team at
+// its GPU quota waits with reason quota while it holds its GPU; a team
+// whose next job would go past its hard monthly budget waits with reason
+// budget, naming the budget, what the team spent (from the cost ledger)
+// and the job's expected cost.
+func TestTeamLimitsOfTheConfigHoldPlacements(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.Teams = map[string]TeamConfig{
+		"vision": {Quota: QuotaConfig{GPUs: 1}},
+		"nlp":    {Budget: BudgetConfig{MonthlyUSD: "0.50", Hard: true}},
+	}
+	s := startServer(t, cfg)
+	c := clientOf(s)
+	ctx := context.Background()
+	submit := func(spec []byte) string {
+		v, _, err := c.Submit(ctx, spec, "application/yaml", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.ID
+	}
+	first := submit(costSpec("vision", 1))
+	waitState(t, c, first, job.Running, 60*time.Second)
+	second := submit(costSpec("vision", 1))
+	pendingFor(t, c, second, "quota", "1 GPU")
+	held := submit(costSpec("nlp", 1))
+	pendingFor(t, c, held, "budget", "$0.50", "spent so far", "expected to cost")
+	// The first job done, the second takes its GPU.
+	waitState(t, c, first, job.Succeeded, 120*time.Second)
+	waitState(t, c, second, job.Running, 60*time.Second)
+}

@@ -255,6 +255,9 @@ func (s *Server) lead(ctx context.Context) error {
 		CheckpointRoot: s.checkpoints.URI(), Term: s.lease.Term(), LeaseValid: s.lease.Valid,
 		Arbitrage: scheduler.Arbitrage{Off: !cfg.Scheduler.Arbitrage.Enabled, Saving: cfg.Scheduler.Arbitrage.MinSaving,
 			MinStay: cfg.Scheduler.Arbitrage.MinStay.D()},
+		// What each team was charged this month: the ledger, and what its
+		// running jobs have run up since.
+		Teams: teamLimits(cfg.Teams), Spend: s.api.TeamSpend,
 	})
 	if cloud != nil {
 		stopControl, err := s.bus.Serve(SubjectSimControl, s.operatorOnly(s.simControl(cloud)))
