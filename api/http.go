@@ -47,6 +47,7 @@ func (s *Service) Handler(extra map[string]http.Handler) http.Handler {
 	handle("/v1/audit", http.HandlerFunc(s.auditHTTP))
 	handle("GET /v1/costs", http.HandlerFunc(s.httpCosts))
 	handle("GET /v1/costs/entries", http.HandlerFunc(s.httpCostEntries))
+	handle("GET /v1/budgets", http.HandlerFunc(s.httpBudgets))
 	handle("GET /v1/market", http.HandlerFunc(s.httpMarket))
 	handle("GET /v1/market/prices", http.HandlerFunc(s.httpPrices))
 	handle("GET /v1/alerts", http.HandlerFunc(s.httpAlerts))

@@ -33,6 +33,8 @@ type Service struct {
 	market *market
 	// ledger is the cost ledger the cost reports read (nil: not open).
 	ledger *ledger.View
+	// budgets are the teams' monthly budgets (see Budgets).
+	budgets []TeamBudget
 	// follows counts the outputs streamed now, at most maxFollows
 	// (MaxFollowers when zero).
 	follows    atomic.Int64

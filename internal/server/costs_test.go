@@ -293,6 +293,11 @@ func TestTeamLimitsOfTheConfigHoldPlacements(t *testing.T) {
 	pendingFor(t, c, second, "quota", "1 GPU")
 	held := submit(costSpec("nlp", 1))
 	pendingFor(t, c, held, "budget", "$0.50", "spent so far", "expected to cost")
+	var budgets struct{ Budgets []api.BudgetStatus }
+	getJSON(t, s, "/v1/budgets", &budgets)
+	if b := budgets.Budgets; len(b) != 1 || b[0].Team != "nlp" || b[0].Budget != money.MustParse("0.50") || !b[0].Hard || b[0].Spent != 0 {
+		t.Errorf("budgets %+v, want nlp's $0.50, hard, nothing spent", b)
+	}
 	// The first job done, the second takes its GPU.
 	waitState(t, c, first, job.Succeeded, 120*time.Second)
 	waitState(t, c, second, job.Running, 60*time.Second)

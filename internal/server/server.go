@@ -109,7 +109,7 @@ func (s *Server) start(ctx, rctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.api = api.NewService(bus, cat, s.clock, s.log.Named("api")).WithAuth(authn)
+	s.api = api.NewService(bus, cat, s.clock, s.log.Named("api")).WithAuth(authn).WithBudgets(teamBudgets(cfg.Teams))
 	if err := s.startIndex(ctx, rctx); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/spotwise/spotwise/api"
 	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers/catalog"
 	"github.com/spotwise/spotwise/scheduler"
@@ -115,6 +116,15 @@ func teamLimits(teams map[string]TeamConfig) map[string]scheduler.TeamLimits {
 			Budget: scheduler.Budget{Monthly: max(monthly, 0), SoftPercent: slices.Clone(tc.Budget.SoftPercent), Hard: tc.Budget.Hard},
 			Quota:  scheduler.Quota{GPUs: tc.Quota.GPUs, GPUsByType: tc.Quota.GPUsByType, Jobs: tc.Quota.Jobs},
 		}
+	}
+	return out
+}
+
+// teamBudgets are the teams' budgets, as the API reports them.
+func teamBudgets(teams map[string]TeamConfig) []api.TeamBudget {
+	var out []api.TeamBudget
+	for name, l := range teamLimits(teams) {
+		out = append(out, api.TeamBudget{Team: name, Monthly: l.Budget.Monthly, SoftPercent: l.Budget.SoftPercent, Hard: l.Budget.Hard})
 	}
 	return out
 }

@@ -128,6 +128,7 @@ func startServer(t *testing.T) *server.Server {
 	cfg.Sim.Speed = 60
 	cfg.Scheduler.ReconcileInterval = job.Duration(time.Second)
 	cfg.Scheduler.Arbitrage.Enabled = false
+	cfg.Teams = map[string]server.TeamConfig{"vision": {Budget: server.BudgetConfig{MonthlyUSD: "1000.00"}}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := server.Start(ctx, cfg, eventstest.Logger(t))
@@ -272,6 +273,9 @@ func TestDashboardInABrowser(t *testing.T) {
 		total := waitText(t, ctx, "the total", "#spend-total", func(s string) bool { return strings.HasPrefix(s, "$") && s != "$0.00" })
 		waitText(t, ctx, "the savings", "#savings-total", func(s string) bool { return strings.Contains(s, "$") })
 		waitText(t, ctx, "the overhead", "#overhead-total", func(s string) bool { return strings.HasPrefix(s, "$") })
+		waitText(t, ctx, "vision's budget", "#budgets", func(s string) bool {
+			return strings.Contains(s, "vision") && strings.Contains(s, "$1,000") && strings.Contains(s, "alerts at 80%, 100%")
+		})
 		legend := waitText(t, ctx, "the legend", ".legend", func(s string) bool { return strings.Contains(s, "vision") && strings.Contains(s, "nlp") })
 		bars, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#spend-chart rect").length`))
 		if err != nil || bars == 0 {

@@ -360,6 +360,7 @@ async function costsView() {
       h("div", { class: "card" }, h("div", { class: "k" }, "Jobs billed"), h("div", { class: "v" }, c.jobs)),
       h("div", { class: "card" }, h("div", { class: "k" }, "Overhead (spend no job owns)"), h("div", { class: "v", id: "overhead-total" }, usd(c.overhead_usd || 0))),
       h("div", { class: "card" }, h("div", { class: "k" }, "Saved vs on-demand (jobs finished in period)"), h("div", { class: "v", id: "savings-total" }, usd(c.savings_usd)))),
+      await budgets(),
       h("h2", {}, `Spend per ${c.group_by}, ${c.bucket} steps`), legend, stackedBars(c),
       h("table", { id: "cost-groups" }, h("thead", {}, h("tr", {}, h("th", {}, c.group_by), h("th", { class: "num" }, "Spend"), h("th", { class: "num" }, "Share"), h("th", { class: "num" }, "Overhead"),
         h("th", { class: "num" }, "Finished jobs"), h("th", { class: "num" }, "On-demand baseline"), h("th", { class: "num" }, "Saved"))),
@@ -371,6 +372,19 @@ async function costsView() {
   };
   await refresh();
   stopView = poller(refresh, 15000);
+}
+
+// budgets is the teams' monthly budgets, if any are set: spent this month
+// against each.
+async function budgets() {
+  const b = await api("/v1/budgets");
+  if (!b.budgets.length) return h("div");
+  return h("div", {}, h("h2", {}, "Budgets this month"),
+    h("table", { id: "budgets" }, h("thead", {}, h("tr", {}, h("th", {}, "Team"), h("th", { class: "num" }, "Budget"), h("th", { class: "num" }, "Spent"),
+      h("th", { class: "num" }, "Used"), h("th", {}, "Limit"))),
+      h("tbody", {}, b.budgets.map((x) => h("tr", { class: x.over ? "over" : "" }, h("td", {}, x.team), h("td", { class: "num" }, usd(x.budget_usd)),
+        h("td", { class: "num" }, usd(x.spent_usd)), h("td", { class: "num" }, pct(x.used)),
+        h("td", {}, x.hard ? "hard: new jobs wait" : `soft: alerts at ${x.soft_percent.join("%, ")}%`))))));
 }
 
 async function alertsView() {
