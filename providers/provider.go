@@ -141,6 +141,9 @@ type Instance struct {
 	// Reason says why an ended instance ended ("terminated by spotwise",
 	// "hardware failure", "spot capacity reclaimed").
 	Reason string `json:"reason,omitempty"`
+	// Reservation is the ID of the reservation a reserved instance runs
+	// on (see Reservation).
+	Reservation string `json:"reservation,omitempty"`
 }
 
 // EventKind names what a provider event reports.
