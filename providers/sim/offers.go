@@ -35,6 +35,8 @@ type offer struct {
 	cacheStep  int64 // the step cachePrice is for
 	cachePrice money.Micros
 	cached     bool
+
+	res []*reservation // a reserved offer's reservations (reserved.go)
 }
 
 // regionKey names a region; region names are only unique per provider.
@@ -171,6 +173,9 @@ func (o *offer) available() int {
 	if o.outage {
 		return 0
 	}
+	if o.static.Purchase == providers.Reserved {
+		return o.reservedAvailable()
+	}
 	return max(o.pool-o.live-o.reclaimed, 0)
 }
 
@@ -179,6 +184,8 @@ func (o *offer) price(step int64) money.Micros {
 	switch {
 	case o.pinned > 0:
 		return o.pinned
+	case o.static.Purchase == providers.Reserved:
+		return 0 // paid for already: the instances bill the reservation's price
 	case o.static.Purchase != providers.Spot:
 		return o.static.OnDemandPrice
 	}
@@ -195,6 +202,9 @@ func (o *offer) snapshot(now time.Time, step int64) providers.Offer {
 	s.Price = o.price(step)
 	s.Available = o.available()
 	s.Capacity = capacitySignal(s.Available)
+	if s.Purchase == providers.Reserved {
+		s.Until = o.until()
+	}
 	s.UpdatedAt = now
 	return s
 }
@@ -204,7 +214,9 @@ func (c *Cloud) regionOffersLocked(rk regionKey, now time.Time) []providers.Offe
 	list := c.byRegion[rk]
 	out := make([]providers.Offer, 0, len(list))
 	for _, o := range list {
-		out = append(out, o.snapshot(now, c.step))
+		if o.sold() {
+			out = append(out, o.snapshot(now, c.step))
+		}
 	}
 	return out
 }
@@ -215,7 +227,9 @@ func (c *Cloud) Offers(ctx context.Context) ([]providers.Offer, error) {
 	err := c.do(ctx, func(now time.Time) error {
 		out = make([]providers.Offer, 0, len(c.offerList))
 		for _, o := range c.offerList {
-			out = append(out, o.snapshot(now, c.step))
+			if o.sold() {
+				out = append(out, o.snapshot(now, c.step))
+			}
 		}
 		return nil
 	})
