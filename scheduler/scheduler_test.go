@@ -60,6 +60,8 @@ type rigOpt struct {
 	// log replaces the test logger of the bus and the scheduler (a fuzz
 	// target's runs would pile warnings up in its log).
 	log *zap.Logger
+	// reservations are the cloud's reserved capacity.
+	reservations []providers.Reservation
 }
 
 func newRig(t testing.TB, o rigOpt) *rig {
@@ -98,7 +100,7 @@ func newRig(t testing.TB, o rigOpt) *rig {
 		regions = []string{"us-east-1"}
 	}
 	cloud, err = sim.New(ctx, sim.Options{Catalog: cat, Clock: clk, Seed: 7, Store: bus.SimStore(), Providers: []string{"aws"}, Regions: regions,
-		Interruptions: &sim.Interruptions{}, Runner: runner, Faults: o.faults})
+		Interruptions: &sim.Interruptions{}, Runner: runner, Faults: o.faults, Reservations: o.reservations})
 	if err != nil {
 		t.Fatal(err)
 	}
