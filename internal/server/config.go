@@ -64,6 +64,9 @@ type Config struct {
 	// Providers are the real clouds; each one set sells its capacity in
 	// place of the simulated cloud's copy of that provider.
 	Providers ProvidersConfig `json:"providers"`
+	// Reservations are reserved capacity and capacity blocks the platform
+	// holds (reservations.go): used first, their idle hours sunk cost.
+	Reservations []ReservationConfig `json:"reservations"`
 }
 
 // TLSFiles are a certificate and its key, PEM files.
@@ -563,6 +566,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Scheduler.Arbitrage.MinStay.D() <= 0 {
 		bad("scheduler.arbitrage.min_stay", "must be above 0 (such as 1h)")
+	}
+	if _, err := c.reservations(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -93,6 +93,9 @@ func sameEmpty(c Config) Config {
 	if len(c.Auth.OIDC) == 0 {
 		c.Auth.OIDC = nil
 	}
+	if len(c.Reservations) == 0 {
+		c.Reservations = nil
+	}
 	return c
 }
 

@@ -155,6 +155,8 @@ func (s *Server) start(ctx, rctx context.Context) error {
 		// nothing but whether the server works.
 		"GET /livez":  http.HandlerFunc(s.livez),
 		"GET /readyz": http.HandlerFunc(s.readyz),
+		// Reservations are the platform's, not a team's: observers read them.
+		"GET /v1/reservations": s.api.Require(auth.Observe, http.HandlerFunc(s.reservationsHTTP)),
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
