@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/spotwise/spotwise/api"
 	"github.com/spotwise/spotwise/auth"
+	"github.com/spotwise/spotwise/clock"
+	"github.com/spotwise/spotwise/events/eventstest"
 	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/money"
@@ -235,5 +238,36 @@ func TestReservationsHTTP(t *testing.T) {
 	l2, err := c.Reservations(t.Context(), false)
 	if err != nil || len(l2.Reservations) != 1 || l2.Reservations[0].IdleSpans != nil {
 		t.Fatalf("the client reads %+v, %v", l2, err)
+	}
+}
+
+// The dry run lists the reserved offers and plans a waiting job onto
+// one: reserved capacity is used first.
+func TestDryRunListsReservedOffersAndUsesThem(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.Sim.Regions = []string{"us-east-1"}
+	cfg.Reservations = []ReservationConfig{{ID: "cb-1", Kind: "capacity-block", Provider: "aws", Region: "us-east-1", Zone: "us-east-1b",
+		InstanceType: "g4dn.xlarge", Count: 3, Start: text(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)), Term: "7d", PricePerHour: "0.35"}}
+	bus := eventstest.OpenBus(t, dir, "", nil)
+	svc := api.NewService(bus, nil, clock.Real{}, nil)
+	spec := []byte("name: t4\nteam: ml\ncommand: [x]\nresources: {gpus_per_node: 1, accelerators: [T4]}\nwork: 2h on T4\n")
+	if _, err := svc.Submit(asOperator(t.Context()), spec, "", "test"); err != nil {
+		t.Fatal(err)
+	}
+	bus.Close()
+	var out strings.Builder
+	if err := DryRun(t.Context(), cfg, &out, eventstest.Logger(t)); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, want := range []string{
+		`Reserved capacity`,
+		`aws/us-east-1/us-east-1b/g4dn\.xlarge/reserved +1 x T4 +3 +\d{4}-`, // its 3 slots free, until the end
+		`1 x aws/us-east-1b g4dn\.xlarge +reserved`,                         // the plan
+	} {
+		if !regexp.MustCompile(want).MatchString(text) {
+			t.Errorf("dry run output lacks %s:\n%s", want, text)
+		}
 	}
 }
