@@ -2,9 +2,11 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -19,6 +21,8 @@ import (
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
+	"github.com/spotwise/spotwise/providers/aws"
+	"github.com/spotwise/spotwise/providers/aws/awsfake"
 )
 
 // loadReservations loads a config file of the given reservations list
@@ -270,4 +274,66 @@ func TestDryRunListsReservedOffersAndUsesThem(t *testing.T) {
 			t.Errorf("dry run output lacks %s:\n%s", want, text)
 		}
 	}
+}
+
+// An AWS capacity reservation named in the server's reservations is sold
+// by the AWS provider, and a job placed on it launches into it: RunInstances
+// targets the reservation's ID (the local fake EC2 records it).
+func TestAWSReservationOfTheConfigIsLaunchedInto(t *testing.T) {
+	none := filepath.Join(t.TempDir(), "none")
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE", "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+		"AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": none, "AWS_SHARED_CREDENTIALS_FILE": none,
+		"AWS_PROFILE": "",
+	} {
+		t.Setenv(k, v)
+	}
+	cloud := awsfake.Start()
+	t.Cleanup(cloud.Close)
+	cloud.AddInstanceType("us-east-1", "g5.xlarge", "us-east-1a", "us-east-1b")
+	cloud.SetOnDemandPrice("us-east-1", "g5.xlarge", "1.006")
+	cloud.SetSpotPrice("us-east-1a", "g5.xlarge", "0.3017", time.Now().Add(-time.Hour))
+	const id = "cr-0123456789abcdef0"
+	cloud.AddReservation(awsfake.Reservation{ID: id, InstanceType: "g5.xlarge", Zone: "us-east-1b", Total: 2, Available: 2})
+
+	cfg := testConfig(t.TempDir())
+	cfg.Sim.Enabled, cfg.Sim.Speed = false, 1
+	cfg.Providers.AWS = &aws.Config{
+		Regions:       []aws.RegionConfig{{Name: "us-east-1", AMI: "ami-0abcdef1234567890"}},
+		InstanceTypes: []string{"g5.xlarge"},
+		Endpoints:     aws.Endpoints{EC2: cloud.EC2URL(), Pricing: cloud.PricingURL()},
+		Agent:         aws.AgentConfig{NATSURL: "nats://10.0.0.4:4222"},
+	}
+	cfg.Reservations = []ReservationConfig{{ID: id, Provider: "aws", Region: "us-east-1", Zone: "us-east-1b", InstanceType: "g5.xlarge",
+		Count: 2, Start: text(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)), Term: "1y", PricePerHour: "0.62"}}
+	s := startServer(t, cfg)
+	c := clientOf(s)
+	v, _, err := c.Submit(t.Context(), []byte("name: t\ncommand: [x]\nresources: {gpus_per_node: 1, accelerators: [A10G]}\nwork: 3h on A10G\n"), "application/yaml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		ls := cloud.Launches()
+		if len(ls) == 0 {
+			return errors.New("nothing launched yet")
+		}
+		if l := ls[0]; l.Action != "RunInstances" || l.Reservation != id || l.Zone != "us-east-1b" || l.Tags["spotwise:job"] != v.ID {
+			return fmt.Errorf("launch %+v, want RunInstances into %s", l, id)
+		}
+		return nil
+	})
+	got, err := c.Get(t.Context(), v.ID)
+	if err != nil || got.Placement == nil || got.Placement.Purchase != string(providers.Reserved) {
+		t.Fatalf("placement %+v, %v: want the reservation", got.Placement, err)
+	}
+	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		l, err := c.Reservations(t.Context(), false)
+		if err != nil {
+			return err
+		}
+		if r := l.Reservations[0]; r.ID != id || r.InUse != 1 || r.Count != 2 {
+			return fmt.Errorf("reservations = %+v", l.Reservations)
+		}
+		return nil
+	})
 }
