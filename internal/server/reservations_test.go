@@ -337,3 +337,19 @@ func TestAWSReservationOfTheConfigIsLaunchedInto(t *testing.T) {
 		return nil
 	})
 }
+
+// The example server configuration of reserved capacity loads and
+// validates.
+func TestReservationsServerExample(t *testing.T) {
+	c := Defaults()
+	if err := c.LoadFile(filepath.Join("..", "..", "examples", "reservations", "server.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := c.reservations()
+	if err != nil || len(rs) != 2 || rs[0].Count != 4 || rs[0].End.Sub(rs[0].Start) != 3*8760*time.Hour {
+		t.Fatalf("reservations = %+v, %v", rs, err)
+	}
+}
