@@ -236,6 +236,17 @@ func TestReservationsHTTP(t *testing.T) {
 		t.Fatalf("idle spans %+v add up to %s, idle cost %s; want them from the start, both slots first", r.IdleSpans, sum, r.IdleCost)
 	}
 
+	// The market lists the reserved offer, with its term's end.
+	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		var m api.Market
+		if err := json.Unmarshal(call.want(http.StatusOK, http.MethodGet, "/v1/market?purchase=reserved", "", nil), &m); err != nil {
+			return err
+		}
+		if len(m.Offers) != 1 || m.Offers[0].InstanceType != "g4dn.xlarge" || m.Offers[0].Price != 0 || !m.Offers[0].Until.Equal(start.Add(30*24*time.Hour)) {
+			return fmt.Errorf("reserved offers on the market: %+v", m.Offers)
+		}
+		return nil
+	})
 	call.want(http.StatusBadRequest, http.MethodGet, "/v1/reservations?spans=maybe", "", nil)
 	call.as(tokenFor(t, s, v.Team, auth.Admin)).want(http.StatusForbidden, http.MethodGet, "/v1/reservations", "", nil)
 	call.as("").want(http.StatusUnauthorized, http.MethodGet, "/v1/reservations", "", nil)
