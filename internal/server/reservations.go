@@ -39,33 +39,35 @@ type ReservationConfig struct {
 	Count        int    `json:"count"`
 	// Start and End are RFC 3339 times; Term (1y, 3y, or a duration such
 	// as 7d or 48h) gives the end instead.
-	Start text `json:"start"`
-	End   text `json:"end"`
-	Term  text `json:"term"`
+	Start configText `json:"start"`
+	End   configText `json:"end"`
+	Term  configText `json:"term"`
 	// PricePerHour is what one instance-hour of the term costs, as an
 	// exact decimal ("21.96").
-	PricePerHour text `json:"price_per_hour"`
+	PricePerHour configText `json:"price_per_hour"`
 }
 
-// text is a configuration value read as it is written, whether YAML makes
-// it a string or a number, and parsed later with an error naming its
-// field (an amount never goes through a float).
-type text string
+// configText is a configuration value read as it is written, whether
+// YAML makes it a string or a number, and parsed later with an error
+// naming its field (an amount never goes through a float).
+type configText string
 
-func (t *text) UnmarshalJSON(b []byte) error {
+func (t *configText) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	if len(b) > 0 && b[0] == '"' {
 		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
 		}
-		*t = text(s)
+		*t = configText(s)
 		return nil
 	}
-	if len(b) == 0 || !(b[0] == '-' || b[0] >= '0' && b[0] <= '9') {
-		return fmt.Errorf("%s is not a text or a number", b)
+	if string(b) == "null" {
+		*t = ""
+		return nil
 	}
-	*t = text(b)
+	// Anything else is kept as written: parsing it names the field.
+	*t = configText(b)
 	return nil
 }
 

@@ -96,6 +96,8 @@ func TestReservationConfigErrorsNameTheField(t *testing.T) {
 		{"no price", edit(", price_per_hour: 0.316", ""), "reservations[0].price_per_hour"},
 		{"price with too many decimals", edit("0.316", "0.3161234"), "reservations[0].price_per_hour"},
 		{"garbled price", edit("0.316", "cheap"), "reservations[0].price_per_hour"},
+		{"price as a list", edit("0.316", "[1, 2]"), "reservations[0].price_per_hour"},
+		{"start as a number", edit("2026-12-01T00:00:00Z", "20261201"), "reservations[0].start"},
 		{"free", edit("0.316", "0"), "reservations[0].price_per_hour"},
 		{"unknown provider", edit("provider: aws", "provider: oracle"), "reservations[0].provider"},
 		{"not a region of the provider", edit("us-east-1", "westeurope"), "reservations[0].region"},
@@ -190,7 +192,7 @@ func TestReservationsHTTP(t *testing.T) {
 	cfg.Sim.Speed = 60 // a 100-hour job stays running for the test
 	start := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
 	cfg.Reservations = []ReservationConfig{{ID: "r-t4", Provider: "aws", Region: "us-east-1", InstanceType: "g4dn.xlarge", Count: 2,
-		Start: text(start.Format(time.RFC3339)), Term: "30d", PricePerHour: "0.30"}}
+		Start: configText(start.Format(time.RFC3339)), Term: "30d", PricePerHour: "0.30"}}
 	s := startServer(t, cfg)
 	call := apiCall{t: t, s: s, v: apiValidator(t), token: tokenFor(t, s, "", auth.Viewer)}
 	get := func(path string) api.ReservationList {
@@ -263,7 +265,7 @@ func TestDryRunListsReservedOffersAndUsesThem(t *testing.T) {
 	cfg := testConfig(dir)
 	cfg.Sim.Regions = []string{"us-east-1"}
 	cfg.Reservations = []ReservationConfig{{ID: "cb-1", Kind: "capacity-block", Provider: "aws", Region: "us-east-1", Zone: "us-east-1b",
-		InstanceType: "g4dn.xlarge", Count: 3, Start: text(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)), Term: "7d", PricePerHour: "0.35"}}
+		InstanceType: "g4dn.xlarge", Count: 3, Start: configText(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)), Term: "7d", PricePerHour: "0.35"}}
 	bus := eventstest.OpenBus(t, dir, "", nil)
 	svc := api.NewService(bus, nil, clock.Real{}, nil)
 	spec := []byte("name: t4\nteam: ml\ncommand: [x]\nresources: {gpus_per_node: 1, accelerators: [T4]}\nwork: 2h on T4\n")
@@ -316,7 +318,7 @@ func TestAWSReservationOfTheConfigIsLaunchedInto(t *testing.T) {
 		Agent:         aws.AgentConfig{NATSURL: "nats://10.0.0.4:4222"},
 	}
 	cfg.Reservations = []ReservationConfig{{ID: id, Provider: "aws", Region: "us-east-1", Zone: "us-east-1b", InstanceType: "g5.xlarge",
-		Count: 2, Start: text(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)), Term: "1y", PricePerHour: "0.62"}}
+		Count: 2, Start: configText(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)), Term: "1y", PricePerHour: "0.62"}}
 	s := startServer(t, cfg)
 	c := clientOf(s)
 	v, _, err := c.Submit(t.Context(), []byte("name: t\ncommand: [x]\nresources: {gpus_per_node: 1, accelerators: [A10G]}\nwork: 3h on A10G\n"), "application/yaml", "")
