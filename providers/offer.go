@@ -62,7 +62,11 @@ type Offer struct {
 	// NoticeWindow is how long before taking the capacity back the
 	// provider warns (zero: NoticeWindow's default for the provider).
 	NoticeWindow time.Duration `json:"notice_window,omitempty"`
-	UpdatedAt    time.Time     `json:"updated_at"`
+	// Until is, for a reserved offer, when the term of the reservation it
+	// launches on ends: past it the job pays the on-demand price
+	// elsewhere. Zero: not known, or not within the job's run.
+	Until     time.Time `json:"until,omitzero"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Notice is how long before taking an offer's capacity back its provider

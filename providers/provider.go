@@ -144,6 +144,9 @@ type Instance struct {
 	// Reason says why an ended instance ended ("terminated by spotwise",
 	// "hardware failure", "spot capacity reclaimed").
 	Reason string `json:"reason,omitempty"`
+	// Reservation is the ID of the reservation a reserved instance runs
+	// on (see Reservation).
+	Reservation string `json:"reservation,omitempty"`
 }
 
 // Bill is what the instance costs from its launch (capacity is bought

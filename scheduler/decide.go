@@ -335,7 +335,9 @@ func (cj *compiledJob) estimate(now time.Time, o *compiledOffer, runtime time.Du
 		in.Startup += cj.moveTime[o.region]
 		in.Extra = cj.moveCost[o.region]
 	}
-	return bidding.ExpectedCost(in).Estimate
+	est := bidding.ExpectedCost(in).Estimate
+	est.Cost += cj.reservedOverflow(now, o, est)
+	return est
 }
 
 // better breaks a tie in cost: the earlier finish, then the lower offer ID.

@@ -35,6 +35,9 @@ func (co *compiledOffers) choose(cj *compiledJob, s Snapshot) (*compiledOffer, b
 		return co.chooseRunning(cj, s)
 	}
 	spot, spotEst := co.cheapest(cj, s.Now, maskSpot)
+	if res, resEst := co.reservedFirst(cj, s.Now, spot, spotEst); res != nil {
+		return res, resEst, nil // paid for already
+	}
 	od, odEst := co.cheapest(cj, s.Now, maskOnDemand)
 	if od == nil {
 		return spot, spotEst, nil // no fallback to weigh

@@ -68,6 +68,8 @@ type rigOpt struct {
 	// teams and spend are the scheduler's team limits and spend source.
 	teams map[string]scheduler.TeamLimits
 	spend func(team string, since time.Time) money.Micros
+	// reservations are the cloud's reserved capacity.
+	reservations []providers.Reservation
 }
 
 func newRig(t testing.TB, o rigOpt) *rig {
@@ -106,7 +108,7 @@ func newRig(t testing.TB, o rigOpt) *rig {
 		regions = []string{"us-east-1"}
 	}
 	cloud, err = sim.New(ctx, sim.Options{Catalog: cat, Clock: clk, Seed: 7, Store: bus.SimStore(), Providers: []string{"aws"}, Regions: regions,
-		Interruptions: &sim.Interruptions{}, Runner: runner, Faults: o.faults})
+		Interruptions: &sim.Interruptions{}, Runner: runner, Faults: o.faults, Reservations: o.reservations})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ Then, from another shell:
 		Version:       version,
 	}
 	root.AddCommand(newServerCmd(), newSubmitCmd(), newJobsCmd(), newJobCmd(), newLogsCmd(), newCancelCmd(), newDemoWorkloadCmd(), newSimCmd(), newAgentCmd(), newQuoteCmd(), newSimulateCmd(), newTokenCmd(), newAuditCmd(), newNATSCmd(), newSchemaCmd())
-	root.AddCommand(newStatusCmd(), newInstancesCmd())
+	root.AddCommand(newStatusCmd(), newInstancesCmd(), newReservationsCmd())
 	root.AddCommand(newCostsCmd())
 	return root
 }

@@ -99,6 +99,7 @@ func TestEveryCommandPrintsEveryFormat(t *testing.T) {
 		{"audit", func() []string { return append([]string{"audit"}, conn...) }, "records"},
 		{"status", func() []string { return append([]string{"status"}, conn...) }, "role"},
 		{"instances", func() []string { return append([]string{"instances", "--all"}, conn...) }, "instances"},
+		{"reservations", func() []string { return append([]string{"reservations"}, conn...) }, "reservations"},
 		{"quote", func() []string { return []string{"quote", specFile, "--at", "2026-12-01T12:00:00Z"} }, "options"},
 		{"quote --server", func() []string { return append([]string{"quote", specFile}, conn...) }, "decision"},
 		{"simulate", func() []string {

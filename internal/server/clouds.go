@@ -108,6 +108,12 @@ func (c *cloudSet) regions(p providers.Provider) map[string][]string {
 // no workloads.
 func (s *Server) buildClouds(ctx context.Context, cat *catalog.Catalog, dryRun bool) (*cloudSet, error) {
 	cfg := s.cfg
+	reserved, err := cfg.reservations()
+	if err != nil {
+		return nil, err
+	}
+	simReserved, awsReserved, azureReserved := cfg.reservationsBy(reserved)
+	cfg.Providers = cfg.Providers.withReservations(awsReserved, azureReserved)
 	set := &cloudSet{byName: map[string]providers.Provider{}}
 	add := func(p providers.Provider, names ...string) {
 		set.distinct = append(set.distinct, p)
@@ -150,7 +156,7 @@ func (s *Server) buildClouds(ctx context.Context, cat *catalog.Catalog, dryRun b
 	opts := sim.Options{
 		Catalog: cat, Clock: s.clock, Seed: cfg.Sim.Seed, Providers: simulated, Regions: cfg.Sim.Regions,
 		PriceInterval: cfg.Sim.PriceInterval.D(), Log: s.log.Named("sim"), Interruptions: &model, Traces: traces,
-		Faults: cfg.Sim.Faults.model(),
+		Faults: cfg.Sim.Faults.model(), Reservations: simReserved,
 	}
 	if !dryRun {
 		simWork := &agent.SimWorkload{Clock: s.clock, Reporter: s.bus, Throughput: cat, Log: s.log.Named("agent"),

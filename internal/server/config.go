@@ -66,6 +66,9 @@ type Config struct {
 	Providers ProvidersConfig `json:"providers"`
 	// Teams are the teams' budgets and quotas, by team name (teams.go).
 	Teams map[string]TeamConfig `json:"teams"`
+	// Reservations are reserved capacity and capacity blocks the platform
+	// holds (reservations.go): used first, their idle hours sunk cost.
+	Reservations []ReservationConfig `json:"reservations"`
 }
 
 // TLSFiles are a certificate and its key, PEM files.
@@ -567,5 +570,8 @@ func (c *Config) Validate() error {
 		bad("scheduler.arbitrage.min_stay", "must be above 0 (such as 1h)")
 	}
 	validateTeams(c.Teams, bad)
+	if _, err := c.reservations(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }

@@ -96,6 +96,9 @@ func sameEmpty(c Config) Config {
 	if len(c.Teams) == 0 {
 		c.Teams = nil
 	}
+	if len(c.Reservations) == 0 {
+		c.Reservations = nil
+	}
 	return c
 }
 

@@ -302,3 +302,50 @@ func TestTeamLimitsOfTheConfigHoldPlacements(t *testing.T) {
 	waitState(t, c, first, job.Succeeded, 120*time.Second)
 	waitState(t, c, second, job.Running, 60*time.Second)
 }
+
+// A reservation's hours left idle are overhead in the ledger: one entry
+// per reservation and hour once the hour is over, each costing the idle
+// slots' share of what the reservation is paid, and the report counts
+// them as overhead.
+func TestReservedIdleHoursAreOverheadInTheLedger(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.Sim.Speed = 60
+	start := time.Now().Add(-3*time.Hour - 30*time.Minute).UTC().Truncate(time.Second)
+	cfg.Reservations = []ReservationConfig{{ID: "r-idle", Provider: "aws", Region: "us-east-1", InstanceType: "g4dn.xlarge", Count: 2,
+		Start: configText(start.Format(time.RFC3339)), Term: "30d", PricePerHour: "0.30"}}
+	s := startServer(t, cfg)
+	res := providers.Reservation{ID: "r-idle", Count: 2, Start: start, End: start.Add(30 * 24 * time.Hour), Price: money.MustParse("0.30")}
+	first := start.Truncate(time.Hour)
+	var entries []ledger.Entry
+	testutil.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		var list api.CostEntries
+		getJSON(t, s, "/v1/costs/entries?from="+first.Format(time.RFC3339), &list)
+		entries = entries[:0]
+		for _, e := range list.Entries {
+			if e.Category == ledger.OverheadReservedIdle {
+				entries = append(entries, e)
+			}
+		}
+		if len(entries) < 3 {
+			return fmt.Errorf("%d hours of idle reservation in the ledger, want the 3 over since %s", len(entries), start)
+		}
+		return nil
+	})
+	var sum money.Micros
+	for i, e := range entries {
+		hour := first.Add(time.Duration(i) * time.Hour)
+		want := res.Usage(nil, hour.Add(time.Hour)).Idle - res.Usage(nil, hour).Idle
+		if e.ID != "reserved-idle/r-idle/"+hour.Format(time.RFC3339) || e.Cost != want || e.Reservation != "r-idle" || e.Kind != ledger.Overhead {
+			t.Errorf("hour %d: %+v, want %s of idle slots", i, e, want)
+		}
+		sum += e.Cost
+	}
+	if full := money.MustParse("0.60"); entries[1].Cost != full {
+		t.Errorf("a whole idle hour of 2 slots at $0.30 costs %s, want %s", entries[1].Cost, full)
+	}
+	var series api.CostSeries
+	getJSON(t, s, "/v1/costs?group_by=kind&from="+first.Format(time.RFC3339)+"&to="+first.Add(time.Duration(len(entries))*time.Hour).Format(time.RFC3339), &series)
+	if series.Overhead != sum || series.Total != sum {
+		t.Errorf("the report's overhead %s (total %s), the ledger's idle hours %s", series.Overhead, series.Total, sum)
+	}
+}

@@ -59,6 +59,7 @@ func DryRun(ctx context.Context, cfg Config, out io.Writer, log *zap.Logger, opt
 		}
 	}
 	_ = tw.Flush()
+	printReserved(out, offers)
 
 	queued, err := queuedJobs(ctx, s.bus)
 	if err != nil {
@@ -165,4 +166,29 @@ func queuedJobs(ctx context.Context, bus *events.Bus) ([]*scheduler.QueuedJob, e
 		return a.SubmittedAt.Compare(b.SubmittedAt)
 	})
 	return out, nil
+}
+
+// printReserved lists the reserved offers on sale: reserved capacity is
+// used first, so the plan below puts jobs there before spot.
+func printReserved(out io.Writer, offers []providers.Offer) {
+	var reserved []providers.Offer
+	for _, o := range offers {
+		if o.Purchase == providers.Reserved {
+			reserved = append(reserved, o)
+		}
+	}
+	if len(reserved) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\nReserved capacity (paid whether used or not: used first)\n")
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  OFFER\tGPUS\tFREE\tUNTIL")
+	for _, o := range reserved {
+		until := "-"
+		if !o.Until.IsZero() {
+			until = o.Until.UTC().Format("2006-01-02 15:04 MST")
+		}
+		fmt.Fprintf(tw, "  %s\t%d x %s\t%d\t%s\n", o.ID(), o.GPUs, o.GPU, max(o.Available, 0), until)
+	}
+	_ = tw.Flush()
 }

@@ -2,12 +2,18 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/ledger"
+	"github.com/spotwise/spotwise/money"
+	"github.com/spotwise/spotwise/providers/sim"
 )
 
 // openLedger follows the cost ledger into this server's view of it (every
@@ -44,4 +50,83 @@ func (s *Server) writeLedger(ctx context.Context, wg *sync.WaitGroup) {
 			s.log.Error("the cost ledger's writer stopped", zap.Error(err))
 		}
 	}()
+}
+
+// reservedIdleEvery is how often, on the scheduler's clock, the hours the
+// simulated cloud's reservations left idle are recorded.
+const reservedIdleEvery = 15 * time.Minute
+
+// recordReservedIdle appends to the ledger, as overhead, the slot-hours
+// each of the simulated cloud's reservations left idle, hour by hour once
+// each hour is over, while this server's term lasts. Where it got to is
+// kept in the meta bucket; an hour appended twice is refused by the
+// ledger (each has its own subject), so a crash between the two costs
+// nothing.
+func (s *Server) recordReservedIdle(ctx context.Context, cloud *sim.Cloud) {
+	log := s.log.Named("ledger")
+	for {
+		if err := s.reservedIdleOnce(ctx, cloud); err != nil && ctx.Err() == nil {
+			log.Warn("recording reserved hours left idle", zap.Error(err))
+		}
+		t := s.clock.NewTimer(reservedIdleEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
+}
+
+func (s *Server) reservedIdleOnce(ctx context.Context, cloud *sim.Cloud) error {
+	res, err := cloud.Reservations(ctx)
+	if err != nil || len(res) == 0 {
+		return err
+	}
+	offers, err := cloud.Offers(ctx)
+	if err != nil {
+		return err
+	}
+	onDemand := map[string]money.Micros{}
+	for _, o := range offers {
+		onDemand[o.ID()] = o.OnDemandPrice
+	}
+	now := s.clock.Now()
+	for _, st := range res {
+		r := st.Reservation
+		key := "ledger.reserved." + strings.Map(func(c rune) rune {
+			if c == '-' || c == '_' || c == '=' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+				return c
+			}
+			return '_'
+		}, r.ID)
+		from := r.Start.UTC().Truncate(time.Hour)
+		if v, _, err := s.bus.Meta().Get(ctx, key); err == nil {
+			if t, err := time.Parse(time.RFC3339, string(v)); err == nil {
+				from = t
+			}
+		} else if !errors.Is(err, events.ErrNotFound) {
+			return err
+		}
+		until := now.UTC().Truncate(time.Hour)
+		if r.End.Before(until) {
+			until = r.End
+		}
+		h := from
+		for ; h.Before(until) && !h.Add(time.Hour).After(now); h = h.Add(time.Hour) {
+			e, ok := ledger.ReservedIdleHour(r, st.Uses, h, onDemand[st.OfferID], now)
+			if !ok {
+				continue
+			}
+			if _, err := ledger.AppendOverhead(ctx, s.bus, e); err != nil {
+				return err
+			}
+		}
+		if h.After(from) {
+			if _, err := s.bus.Meta().Put(ctx, key, []byte(h.Format(time.RFC3339))); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -160,6 +160,8 @@ func (s *Server) start(ctx, rctx context.Context) error {
 		// nothing but whether the server works.
 		"GET /livez":  http.HandlerFunc(s.livez),
 		"GET /readyz": http.HandlerFunc(s.readyz),
+		// Reservations are the platform's, not a team's: observers read them.
+		"GET /v1/reservations": s.api.Require(auth.Observe, http.HandlerFunc(s.reservationsHTTP)),
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -267,6 +269,13 @@ func (s *Server) lead(ctx context.Context) error {
 		defer stopControl()
 	}
 	s.writeLedger(tctx, &wg)
+	if cloud != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.recordReservedIdle(tctx, cloud)
+		}()
+	}
 	s.term.Store(&term{cloud: cloud, clouds: clouds, scheduler: sched})
 	defer s.term.Store(nil)
 	wg.Add(1)

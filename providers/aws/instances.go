@@ -148,7 +148,7 @@ func (p *Provider) mapInstance(region string, in ec2types.Instance) (providers.I
 	case in.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot:
 		out.Purchase = providers.Spot
 	case in.CapacityReservationId != nil:
-		out.Purchase = providers.Reserved
+		out.Purchase, out.Reservation = providers.Reserved, awssdk.ToString(in.CapacityReservationId)
 	case providers.PurchaseOption(tags[TagPurchase]).Valid():
 		out.Purchase = providers.PurchaseOption(tags[TagPurchase])
 	}

@@ -50,8 +50,8 @@ func (c *Cloud) repriceLocked(in *instance, t time.Time) {
 		return
 	}
 	o, ok := c.offers[in.rec.Offer]
-	if !ok {
-		return
+	if !ok || o.static.Purchase == providers.Reserved {
+		return // a reservation's hourly price is fixed for its term
 	}
 	from, last := i.LaunchedAt, i.Price
 	if n := len(i.PriceChanges); n > 0 {

@@ -62,7 +62,12 @@ type Options struct {
 	TraceEpoch time.Time
 	// Faults injects launch errors (faults.go); nil injects none.
 	Faults *Faults
-	Log    *zap.Logger
+	// Reservations are reserved capacity the cloud sells as reserved
+	// offers during their terms (reserved.go); each must name an instance
+	// type the cloud sells on demand in its region (and zone).
+	Reservations []providers.Reservation
+
+	Log *zap.Logger
 }
 
 // Store is a key-value bucket (the server passes a NATS KV bucket). Keys
@@ -132,6 +137,9 @@ type Cloud struct {
 	byRegion  map[regionKey][]*offer
 	byZone    map[string][]*offer
 	traces    map[string]*traceIndex // zones sold here only; fixed at New
+	// The reservations, fixed at New; their counts change under mu.
+	resList []*reservation
+	resByID map[string]*reservation
 
 	ctx    context.Context // ends at Close; parent of Store calls
 	cancel context.CancelFunc
@@ -227,6 +235,9 @@ func New(ctx context.Context, o Options) (*Cloud, error) {
 		c.byZone[of.static.Zone] = append(c.byZone[of.static.Zone], of)
 	}
 	slices.SortFunc(c.regions, regionKey.compare)
+	if err := c.addReservations(o.Reservations); err != nil {
+		return nil, err
+	}
 	if err := c.indexTraces(o.Traces, o.TraceEpoch); err != nil {
 		return nil, err
 	}
@@ -339,6 +350,7 @@ func (c *Cloud) advanceLocked(now time.Time) {
 	}
 	c.expireHoldsLocked(now)
 	c.refreshTracesLocked(now)
+	c.refreshReservationsLocked(now)
 	if !now.Before(c.nextPrune) {
 		c.pruneLocked(now)
 		c.nextPrune = now.Add(pruneEvery)

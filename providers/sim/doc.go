@@ -26,6 +26,10 @@
 //     in place of the seeded model;
 //   - manual interruptions for demos and tests (manual.go), through the
 //     same path as the seeded ones;
+//   - reserved capacity (reserved.go): configured reservations sold as
+//     reserved offers during their terms, at price 0 with their free
+//     slots; their instances bill the reservation's hourly price and get
+//     a maintenance notice ahead of the term's end;
 //   - injected launch faults (faults.go): refusals for capacity, refusals
 //     for good and unknown outcomes (some of which did launch), seeded,
 //     for chaos runs;

@@ -89,6 +89,16 @@ func (c *Cloud) launch(ctx context.Context, req providers.LaunchRequest) ([]prov
 			return fmt.Errorf("launching %s: %w", offerID, providers.ErrUnknownOffer)
 		}
 		price := o.price(c.step)
+		var res *reservation
+		if o.static.Purchase == providers.Reserved {
+			// The instances bill the hourly price of the reservation
+			// whose slots they take.
+			if res = o.pick(req.Count); res == nil {
+				return &providers.InsufficientCapacityError{OfferID: offerID,
+					Reason: fmt.Sprintf("no reservation in its term has %d instances free", req.Count)}
+			}
+			price = res.cfg.Price
+		}
 		if o.static.Purchase == providers.Spot {
 			if limit := cmp.Or(req.MaxPrice, o.static.OnDemandPrice); price > limit {
 				return &providers.InsufficientCapacityError{OfferID: offerID,
@@ -102,6 +112,9 @@ func (c *Cloud) launch(ctx context.Context, req providers.LaunchRequest) ([]prov
 		ins := make([]*instance, req.Count)
 		for n := range ins {
 			ins[n] = &instance{rec: c.newRecord(req, o, price, n, now)}
+			if res != nil {
+				ins[n].rec.Instance.Reservation = res.cfg.ID
+			}
 		}
 		// Persist before anything is visible: a launch the caller saw
 		// succeed must survive a restart, or its retry would buy twice.
@@ -116,6 +129,7 @@ func (c *Cloud) launch(ctx context.Context, req providers.LaunchRequest) ([]prov
 		for _, in := range ins {
 			c.insts[in.rec.Instance.ID] = in
 			c.byKey[req.IdempotencyKey] = append(c.byKey[req.IdempotencyKey], in.rec.Instance.ID)
+			c.holdSlotsLocked(&in.rec.Instance, 1)
 			out = append(out, in.rec.Instance)
 		}
 		o.live += req.Count
@@ -153,12 +167,14 @@ func (c *Cloud) completeLocked(req providers.LaunchRequest, ids []string, now ti
 			continue
 		}
 		in := &instance{rec: c.newRecord(req, o, first.rec.Instance.Price, n, now)}
+		in.rec.Instance.Reservation = first.rec.Instance.Reservation
 		if err := c.putLocked(in); err != nil {
 			return fmt.Errorf("completing launch %s: %w", req.IdempotencyKey, err)
 		}
 		c.insts[in.rec.Instance.ID] = in
 		c.byKey[req.IdempotencyKey] = append(c.byKey[req.IdempotencyKey], in.rec.Instance.ID)
 		o.live++
+		c.holdSlotsLocked(&in.rec.Instance, 1)
 		c.counted[o.region] = true
 		c.log.Warn("completed a launch a crash left incomplete", zap.String("key", req.IdempotencyKey), zap.Int("node", n))
 	}
@@ -294,6 +310,7 @@ func (c *Cloud) endLocked(in *instance, now time.Time, state providers.InstanceS
 	c.repriceLocked(in, now)
 	i := &in.rec.Instance
 	i.State, i.EndedAt, i.Reason = state, now, reason
+	c.holdSlotsLocked(i, -1)
 	if o, ok := c.offers[in.rec.Offer]; ok {
 		o.live--
 		c.counted[o.region] = true

@@ -98,6 +98,9 @@ func (c *Cloud) planLocked(in *instance, until time.Time) (action, bool) {
 	if end, has := r.announcedEnd(); has {
 		consider(action{kind: actEnd, at: end})
 	}
+	if a, has := c.reservationEnd(in); has {
+		consider(a)
+	}
 	running := i.State == providers.InstanceRunning
 	tr := c.traces[i.Zone]
 	window := NoticeWindow(i.Provider)
@@ -206,11 +209,7 @@ func (c *Cloud) applyLocked(in *instance, a action) {
 	case actBoot:
 		c.becomeRunningLocked(in)
 	case actEnd:
-		reason := ReasonMaintenance
-		if n := in.rec.Interruption; n != nil && !n.Deadline.After(a.at) {
-			reason = ReasonReclaimed
-		}
-		c.endLocked(in, a.at, providers.InstanceTerminated, reason, providers.EventInstanceTerminated)
+		c.endLocked(in, a.at, providers.InstanceTerminated, c.endReason(in, a.at), providers.EventInstanceTerminated)
 	case actFail:
 		c.endLocked(in, a.at, providers.InstanceFailed, ReasonFailed, providers.EventInstanceTerminated)
 	case actNotice:
@@ -329,6 +328,7 @@ func (c *Cloud) nextWakeLocked(now, next time.Time) time.Time {
 			next = h.until
 		}
 	}
+	next = c.nextReservationChange(now, next)
 	for rk := range c.counted {
 		if t := c.announced[rk].Add(c.countEvery); t.Before(next) {
 			next = t

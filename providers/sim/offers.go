@@ -38,6 +38,8 @@ type offer struct {
 	cacheStep  int64 // the step cachePrice is for
 	cachePrice money.Micros
 	cached     bool
+
+	res []*reservation // a reserved offer's reservations (reserved.go)
 }
 
 // regionKey names a region; region names are only unique per provider.
@@ -174,6 +176,9 @@ func (o *offer) available() int {
 	if o.outage {
 		return 0
 	}
+	if o.static.Purchase == providers.Reserved {
+		return o.reservedAvailable()
+	}
 	return max(o.pool-o.live-o.reclaimed, 0)
 }
 
@@ -182,7 +187,10 @@ func (o *offer) price(step int64) money.Micros {
 	if o.pinned > 0 {
 		return o.pinned
 	}
-	if o.static.Purchase != providers.Spot {
+	switch {
+	case o.static.Purchase == providers.Reserved:
+		return 0 // paid for already: the instances bill the reservation's price
+	case o.static.Purchase != providers.Spot:
 		return o.static.OnDemandPrice
 	}
 	if !o.cached || o.cacheStep != step {
@@ -198,6 +206,9 @@ func (o *offer) snapshot(now time.Time, step int64) providers.Offer {
 	s.Price = o.price(step)
 	s.Available = o.available()
 	s.Capacity = capacitySignal(s.Available)
+	if s.Purchase == providers.Reserved {
+		s.Until = o.until()
+	}
 	s.UpdatedAt = now
 	return s
 }
@@ -207,7 +218,9 @@ func (c *Cloud) regionOffersLocked(rk regionKey, now time.Time) []providers.Offe
 	list := c.byRegion[rk]
 	out := make([]providers.Offer, 0, len(list))
 	for _, o := range list {
-		out = append(out, o.snapshot(now, c.step))
+		if o.sold() {
+			out = append(out, o.snapshot(now, c.step))
+		}
 	}
 	return out
 }
@@ -218,7 +231,9 @@ func (c *Cloud) Offers(ctx context.Context) ([]providers.Offer, error) {
 	err := c.do(ctx, func(now time.Time) error {
 		out = make([]providers.Offer, 0, len(c.offerList))
 		for _, o := range c.offerList {
-			out = append(out, o.snapshot(now, c.step))
+			if o.sold() {
+				out = append(out, o.snapshot(now, c.step))
+			}
 		}
 		return nil
 	})

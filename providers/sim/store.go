@@ -196,6 +196,7 @@ func (c *Cloud) load(ctx context.Context) error {
 			return err
 		}
 	}
+	c.recountReservationsLocked()
 	return nil
 }
 
