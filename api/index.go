@@ -149,6 +149,7 @@ func (ix *index) apply(c events.JobChange) {
 	}
 	if a := r.Status.Current; a != nil && !a.LaunchedAt.IsZero() {
 		e.launchedAt, e.hourly = a.LaunchedAt, a.Placement.HourlyCost()
+		e.endedCost += a.Transfer
 	}
 	e.open = openOf(r)
 	e.baseline = r.Status.BaselineCost

@@ -333,13 +333,14 @@ func (id *Identity) WatcherCreds() (string, error) {
 }
 
 // watchedStreams are the streams a watcher may replay: everything but the
-// job stream, whose submissions carry specs.
-var watchedStreams = []string{StreamPrices, StreamInstances, StreamInterruptions, StreamAgent, StreamAlerts, StreamAudit}
+// job stream, whose submissions carry specs (the cost ledger included: a
+// finance tool may follow it).
+var watchedStreams = []string{StreamPrices, StreamInstances, StreamInterruptions, StreamAgent, StreamAlerts, StreamAudit, StreamLedger}
 
 // watcherSubscribe are the event subjects a watcher may read live.
 func watcherSubscribe() []string {
 	return []string{subjectJobEvents + ".>", subjectPrices + ".>", subjectInstances + ".>", subjectInterrupt + ".>",
-		subjectAgent + ".>", AllAgentControls, subjectAlerts + ".>", AllAudit}
+		subjectAgent + ".>", AllAgentControls, subjectAlerts + ".>", AllAudit, AllLedger}
 }
 
 // AgentUser is the public key of the user of a job's attempt's agent.

@@ -39,6 +39,9 @@ type Place struct {
 	// Baseline is the job's on-demand baseline (Status.BaselineCost),
 	// kept from the first placement that carries one.
 	Baseline money.Micros
+	// Transfer is what carrying the job's checkpoint to the placement's
+	// region costs (Attempt.Transfer).
+	Transfer money.Micros
 }
 
 // Launched is what a launch call returned (the provider's word).
@@ -134,7 +137,7 @@ func (t *tx) place(in Place) {
 	}
 	s.Attempt = in.Attempt
 	a := &Attempt{N: in.Attempt, LaunchKey: LaunchKey(r.ID, in.Attempt), Placement: in.Placement, PlacedAt: t.now,
-		MaxPrice: in.MaxPrice, EstimatedRuntime: Duration(in.EstimatedRuntime), EstimatedCost: in.EstimatedCost}
+		MaxPrice: in.MaxPrice, EstimatedRuntime: Duration(in.EstimatedRuntime), EstimatedCost: in.EstimatedCost, Transfer: in.Transfer}
 	if s.BaselineCost == 0 && in.Baseline > 0 {
 		s.BaselineCost = in.Baseline
 	}

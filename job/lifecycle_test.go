@@ -102,6 +102,34 @@ func TestLifecycleBillsWhatTheProviderCharges(t *testing.T) {
 	}
 }
 
+// A spot price that moves while an instance runs bills each segment at its
+// price, as the provider reports it; a checkpoint carried to the
+// attempt's region is charged once the capacity is bought, not before.
+func TestLifecycleBillsPriceSegmentsAndTheTransfer(t *testing.T) {
+	l := newLife(t, nil)
+	p := lifePlacement
+	p.Zone, p.OfferID = "us-east-1a", "aws/us-east-1/us-east-1a/p4d.24xlarge/spot"
+	transfer := money.MustParse("0.36")
+	l.want(Accepted, Place{Attempt: 1, Placement: p, EstimatedRuntime: 6 * time.Hour, CheckpointRoot: l.root, Transfer: transfer})
+	a := l.r.Status.Current
+	if got := l.r.CostAt(l.now.Add(time.Hour)); got != 0 {
+		t.Fatalf("placed, nothing bought: billed %s", got)
+	}
+	start := l.now
+	ids := instances(1, 1)
+	six, five := money.MustParse("6.01"), money.MustParse("5.68")
+	l.want(Accepted, Launched{Attempt: 1, Key: a.LaunchKey, Instances: []Instance{{ID: ids[0], LaunchedAt: start, RunningAt: start, Price: six}}})
+	l.after(time.Hour)
+	changes := []money.PriceChange{{At: start.Add(30 * time.Minute), Price: five}}
+	l.want(Accepted, Launched{Attempt: 1, Key: a.LaunchKey, Instances: []Instance{{ID: ids[0], LaunchedAt: start, RunningAt: start, Price: six, Prices: changes}}})
+	want := transfer + six.ForDuration(30*time.Minute) + five.ForDuration(30*time.Minute)
+	if got := l.r.CostAt(l.now); got != want {
+		t.Fatalf("billed %s, want %s: the transfer and each price segment at its price", got, want)
+	}
+	// An older report, knowing fewer changes, changes nothing.
+	l.want(Duplicate, Launched{Attempt: 1, Key: a.LaunchKey, Instances: []Instance{{ID: ids[0], LaunchedAt: start, RunningAt: start, Price: six}}})
+}
+
 // A notice: the agent is asked to checkpoint, a replacement is placed at
 // once and held, the checkpoint releases the old capacity (not paid for
 // until the deadline) and starts the replacement, which resumes from it.

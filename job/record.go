@@ -137,6 +137,10 @@ type Attempt struct {
 	// when it chose the placement.
 	EstimatedRuntime Duration     `json:"estimated_runtime"`
 	EstimatedCost    money.Micros `json:"estimated_cost"`
+	// Transfer is what carrying the job's checkpoint from the region it
+	// was written in to this attempt's costs (egress at the provider's
+	// published rate): charged once the attempt's capacity is bought.
+	Transfer money.Micros `json:"transfer_cost,omitempty"`
 	// Notice is set when the provider announced it takes the capacity
 	// back, or when spotwise moves the job of its own accord (a notice
 	// without a deadline).
@@ -277,9 +281,19 @@ func (a *Attempt) Released() bool { return !a.ReleasedAt.IsZero() }
 
 // billed is what an attempt has cost up to end: every instance from its
 // launch to its end (the provider's, else end) at the price its provider
-// charges. An attempt whose instances are not known yet bills its nodes
-// from its launch at the placement's price.
+// charges, and the transfer of its checkpoint once its capacity is bought.
+// An attempt whose instances are not known yet bills its nodes from its
+// launch at the placement's price.
 func (a *Attempt) billed(end time.Time) money.Micros {
+	var transfer money.Micros
+	if !a.LaunchedAt.IsZero() && !end.Before(a.LaunchedAt) {
+		transfer = a.Transfer
+	}
+	return transfer + a.instancesBilled(end)
+}
+
+// instancesBilled is what an attempt's instances have cost up to end.
+func (a *Attempt) instancesBilled(end time.Time) money.Micros {
 	if a.Released() && a.ReleasedAt.Before(end) {
 		// Its instances are being terminated: until their provider says
 		// when each ended, bill them to the release, so that the cost

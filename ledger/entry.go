@@ -99,6 +99,10 @@ type Entry struct {
 	RecordedAt time.Time `json:"recorded_at"`
 }
 
+// maxPeriod bounds the period of one entry (a reservation's term is the
+// longest thing billed).
+const maxPeriod = 10 * 366 * 24 * time.Hour
+
 // Check reports what is wrong with an entry read from the ledger, naming
 // the field: a garbled entry is skipped, not summed.
 func (e *Entry) Check() error {
@@ -107,8 +111,8 @@ func (e *Entry) Check() error {
 		return fmt.Errorf("ledger entry: no id")
 	case e.Kind != Usage && e.Kind != Transfer && e.Kind != Storage && e.Kind != Overhead:
 		return fmt.Errorf("ledger entry %s: kind %q is not usage, transfer, storage or overhead", e.ID, e.Kind)
-	case e.Start.IsZero() || e.End.Before(e.Start):
-		return fmt.Errorf("ledger entry %s: period %s..%s is not a period", e.ID, e.Start.Format(time.RFC3339), e.End.Format(time.RFC3339))
+	case e.Start.IsZero() || e.End.Before(e.Start) || e.End.Sub(e.Start) > maxPeriod:
+		return fmt.Errorf("ledger entry %s: period %s..%s is not a period of at most 10 years", e.ID, e.Start.Format(time.RFC3339), e.End.Format(time.RFC3339))
 	case e.Kind == Overhead && e.JobID == "" && e.Category == "":
 		return fmt.Errorf("ledger entry %s: overhead without a category", e.ID)
 	case e.Reverses == "" && e.Cost < 0:

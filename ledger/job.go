@@ -31,6 +31,16 @@ func Charges(r *job.Record, now time.Time) (closed, open []Entry) {
 			end = a.ReleasedAt
 		}
 		base := usageOf(r, a)
+		if a.Transfer > 0 && !a.LaunchedAt.IsZero() && !end.Before(a.LaunchedAt) {
+			// The checkpoint carried to the attempt's region: charged once,
+			// when its capacity was bought.
+			e := base
+			e.ID = fmt.Sprintf("%s/a%d/transfer", r.ID, a.N)
+			e.Kind, e.Category, e.Unit = Transfer, "checkpoint", "GB"
+			e.Start, e.End, e.Cost, e.Quantity = a.LaunchedAt, a.LaunchedAt, a.Transfer, checkpointGB(r)
+			e.InstanceType, e.GPU, e.GPUs, e.Purchase = "", "", 0, ""
+			closed = append(closed, e)
+		}
 		if len(a.Spans) == 0 {
 			if a.LaunchedAt.IsZero() || !end.After(a.LaunchedAt) {
 				return
@@ -88,6 +98,18 @@ func usageOf(r *job.Record, a *job.Attempt) Entry {
 		Purchase: p.Purchase, GPU: p.GPU, GPUs: p.GPUs,
 		JobID: r.ID, JobName: r.Spec.Name, Attempt: a.N, Team: r.Spec.Team, Labels: r.Spec.Labels,
 	}
+}
+
+// checkpointGB is the size of the checkpoint a job carries between
+// regions: as its spec declares it, else as stored.
+func checkpointGB(r *job.Record) float64 {
+	if gb := r.Spec.Checkpoint.SizeGB; gb > 0 {
+		return gb
+	}
+	if ck := r.Status.Checkpoint; ck != nil {
+		return float64(ck.Size) / 1e9
+	}
+	return 0
 }
 
 // listPrice is what the placement's capacity lists at on demand: its

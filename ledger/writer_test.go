@@ -160,3 +160,67 @@ func TestWriterAppendsEachChargeOnceAndReversesCorrections(t *testing.T) {
 		return nil
 	})
 }
+
+// An item of overhead is appended once however often it is offered: the
+// second offer finds its subject taken.
+func TestOverheadIsAppendedOnce(t *testing.T) {
+	clk := clock.NewFake(at(70))
+	bus := eventstest.NewBus(t, clk)
+	e := ledger.Entry{ID: "overhead/i-1", Kind: ledger.Overhead, Category: ledger.OverheadOrphan, Start: at(0), End: at(30),
+		PricePerHour: money.MustParse("2"), Cost: money.MustParse("1"), Instance: "i-1"}
+	for i, want := range []bool{true, false, false} {
+		got, err := ledger.AppendOverhead(context.Background(), bus, e)
+		if err != nil || got != want {
+			t.Fatalf("offer %d: appended %v (%v), want %v", i, got, err, want)
+		}
+	}
+	es, _, _, err := ledger.Read(context.Background(), bus, events.LedgerOverheadSubject(e.ID))
+	if err != nil || len(es) != 1 || es[0].Cost != e.Cost {
+		t.Fatalf("stored %+v (%v), want the one entry", es, err)
+	}
+	bad := e
+	bad.Cost = -1
+	if _, err := ledger.AppendOverhead(context.Background(), bus, bad); err == nil {
+		t.Error("a negative charge was appended")
+	}
+}
+
+// A checkpoint carried to another region is a transfer charge of the
+// attempt it moved to, made when that attempt's capacity was bought, in
+// the job's bill and its entries alike; an attempt that bought nothing
+// carried nothing.
+func TestCheckpointCarriedBetweenRegionsIsATransferCharge(t *testing.T) {
+	r := spotRecord()
+	r.Spec.Checkpoint.SizeGB = 40
+	moved := *r.Status.Current
+	moved.N, moved.Transfer, moved.LaunchedAt = 2, money.MustParse("0.80"), at(90)
+	moved.Placement.Region, moved.Placement.Zone = "us-west-2", "us-west-2a"
+	moved.Spans = []job.Span{{Instance: "i-3", From: at(90)}}
+	ended := *r.Status.Current
+	ended.Spans = []job.Span{{Instance: "i-1", From: at(0), To: at(85), Prices: r.Status.Current.Spans[0].Prices}}
+	ended.EndedAt, ended.Outcome = at(85), job.OutcomePreempted
+	ended.Cost = money.Billed(at(0), at(85), money.MustParse("6.01"), ended.Spans[0].Prices)
+	r.Status.Attempts, r.Status.Current, r.Status.Attempt, r.Status.EndedCost = []job.Attempt{ended}, &moved, 2, ended.Cost
+	never := job.Attempt{N: 3, Transfer: money.MustParse("0.80"), Placement: moved.Placement}
+
+	now := at(120)
+	closed, open := ledger.Charges(r, now)
+	var tr []ledger.Entry
+	for _, e := range closed {
+		if e.Kind == ledger.Transfer {
+			tr = append(tr, e)
+		}
+	}
+	if len(tr) != 1 || tr[0].ID != r.ID+"/a2/transfer" || tr[0].Cost != money.MustParse("0.80") || !tr[0].Start.Equal(at(90)) ||
+		tr[0].Region != "us-west-2" || tr[0].Quantity != 40 || tr[0].Category != "checkpoint" {
+		t.Fatalf("transfer entries %+v", tr)
+	}
+	if got, want := ledger.Sum(closed)+ledger.Sum(open), r.CostAt(now); got != want {
+		t.Errorf("entries add to %s, the record bills %s", got, want)
+	}
+	r.Status.Previous = &never // placed, never launched: nothing carried yet
+	closed2, _ := ledger.Charges(r, now)
+	if len(closed2) != len(closed) {
+		t.Errorf("an attempt that bought nothing is charged a transfer: %d entries, want %d", len(closed2), len(closed))
+	}
+}

@@ -66,6 +66,9 @@ type Placement struct {
 	// would cost on the cheapest on-demand offer that meets its needs
 	// (see onDemandBaseline); zero otherwise.
 	Baseline money.Micros
+	// Transfer is what carrying the job's checkpoint to the offer's
+	// region costs (zero in the region it was written in).
+	Transfer money.Micros
 
 	q *QueuedJob // the job decided on
 }
@@ -184,6 +187,9 @@ func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 			best.available -= cj.nodes
 		}
 		p := Placement{JobID: q.ID, Offer: *best.offer, Nodes: cj.nodes, Estimate: est, q: q}
+		if cj.moveCost != nil {
+			p.Transfer = cj.moveCost[best.region]
+		}
 		if runningOn == nil && q.attempt == 0 {
 			p.Baseline = co.onDemandBaseline(cj)
 		}

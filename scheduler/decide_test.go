@@ -323,6 +323,12 @@ func TestDecideCountsCheckpointTransfer(t *testing.T) {
 			if len(plan.Placements) != 1 || plan.Placements[0].Offer.Region != c.want {
 				t.Fatalf("placed %+v, want %s", plan.Placements, c.want)
 			}
+			// The placement carries what the move is charged (nothing
+			// where the checkpoint is).
+			_, wantTransfer := bidding.Transfer("aws", "us-east-1", "aws", c.want, c.gb)
+			if got := plan.Placements[0].Transfer; got != wantTransfer {
+				t.Errorf("the placement charges %s for the move, want %s", got, wantTransfer)
+			}
 			if c.want == "us-west-2" && c.gb > 0 {
 				// 1 GB across regions: $0.02 and 4 s more.
 				est := plan.Placements[0].Estimate
