@@ -42,6 +42,9 @@ const (
 	OverheadOrphan = "orphan"
 	// OverheadReservedIdle: reserved capacity paid for and not used.
 	OverheadReservedIdle = "reserved-idle"
+	// OverheadTeardown: a job's instances billed after the job ended
+	// (while they shut down): the job's, and overhead.
+	OverheadTeardown = "teardown"
 )
 
 // Entry is one charge. Money is exact: Cost is what the provider bills for

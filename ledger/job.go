@@ -22,6 +22,10 @@ import (
 // (an instance's end known later than the attempt's): the writer then
 // reverses what it wrote and writes the new charge.
 func Charges(r *job.Record, now time.Time) (closed, open []Entry) {
+	var finished time.Time
+	if r.Status.State.Terminal() {
+		finished = r.Status.FinishedAt
+	}
 	add := func(a *job.Attempt, live bool) {
 		end := now
 		if !live {
@@ -70,10 +74,13 @@ func Charges(r *job.Record, now time.Time) (closed, open []Entry) {
 				e.Cost = seg.Cost()
 				e.ListCost = listPrice(a.Placement, seg.Price).ForDuration(seg.To.Sub(seg.From))
 				e.Quantity = seg.To.Sub(seg.From).Hours()
-				if !live || !sp.To.IsZero() || k < len(segs)-1 {
-					closed = append(closed, e)
-				} else {
+				switch {
+				case live && sp.To.IsZero() && k == len(segs)-1:
 					open = append(open, e)
+				case finished.IsZero() || !seg.To.After(finished):
+					closed = append(closed, e)
+				default:
+					closed = append(closed, teardown(e, seg, finished)...)
 				}
 			}
 		}
@@ -98,6 +105,28 @@ func usageOf(r *job.Record, a *job.Attempt) Entry {
 		Purchase: p.Purchase, GPU: p.GPU, GPUs: p.GPUs,
 		JobID: r.ID, JobName: r.Spec.Name, Attempt: a.N, Team: r.Spec.Team, Labels: r.Spec.Labels,
 	}
+}
+
+// teardown cuts a closed segment at the job's end: what its instance cost
+// after the job had ended (shutting down) is the job's, and overhead
+// (category teardown, the entry's ID followed by "/teardown"); the part
+// before stays usage. The two add up to the segment's cost exactly.
+func teardown(e Entry, seg money.Segment, finished time.Time) []Entry {
+	td := e
+	td.ID += "/teardown"
+	td.Kind, td.Category = Overhead, OverheadTeardown
+	if !finished.After(seg.From) {
+		return []Entry{td}
+	}
+	e.End = finished
+	e.Cost = money.Segment{From: seg.From, To: finished, Price: seg.Price}.Cost()
+	e.ListCost = e.ListCost.Scale(int64(finished.Sub(seg.From)), int64(seg.To.Sub(seg.From)))
+	e.Quantity = finished.Sub(seg.From).Hours()
+	td.Start = finished
+	td.Cost -= e.Cost
+	td.ListCost -= e.ListCost
+	td.Quantity -= e.Quantity
+	return []Entry{e, td}
 }
 
 // checkpointGB is the size of the checkpoint a job carries between

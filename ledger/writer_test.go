@@ -224,3 +224,37 @@ func TestCheckpointCarriedBetweenRegionsIsATransferCharge(t *testing.T) {
 		t.Errorf("an attempt that bought nothing is charged a transfer: %d entries, want %d", len(closed2), len(closed))
 	}
 }
+
+// What a job's instances cost after the job ended, while they shut down,
+// is the job's and overhead (teardown): the segment is cut at the end, and
+// the two parts add up to it exactly.
+func TestTeardownPastTheJobsEndIsOverhead(t *testing.T) {
+	r := spotRecord()
+	a := *r.Status.Current
+	a.Spans = []job.Span{{Instance: "i-1", From: at(0), To: at(75), Prices: a.Spans[0].Prices}}
+	a.EndedAt, a.Outcome = at(75), job.OutcomeSucceeded
+	a.Cost = money.Billed(at(0), at(75), money.MustParse("6.01"), a.Spans[0].Prices)
+	r.Status.Current, r.Status.Attempts, r.Status.EndedCost = nil, []job.Attempt{a}, a.Cost
+	r.Status.State, r.Status.FinishedAt = job.Succeeded, at(70)
+	closed, open := ledger.Charges(r, at(90))
+	if len(open) != 0 || ledger.Sum(closed) != r.CostAt(at(90)) {
+		t.Fatalf("entries %s (%d open), the record bills %s", ledger.Sum(closed), len(open), r.CostAt(at(90)))
+	}
+	var td []ledger.Entry
+	for _, e := range closed {
+		if e.Category == ledger.OverheadTeardown {
+			td = append(td, e)
+		} else if e.End.After(at(70)) {
+			t.Errorf("usage after the job's end: %+v", e)
+		}
+	}
+	if len(td) != 1 || td[0].Kind != ledger.Overhead || td[0].JobID != r.ID || !td[0].Start.Equal(at(70)) || !td[0].End.Equal(at(75)) ||
+		td[0].ID != r.ID+"/a1/i-1/2/teardown" {
+		t.Fatalf("teardown %+v", td)
+	}
+	// $5.49/h from 60 to 75: 10 minutes of it usage, 5 teardown, the two
+	// adding up to the segment's one rounding.
+	if got, want := td[0].Cost, money.MustParse("5.49").ForDuration(15*time.Minute)-money.MustParse("5.49").ForDuration(10*time.Minute); got != want {
+		t.Errorf("teardown cost %s, want %s", got, want)
+	}
+}
