@@ -261,14 +261,23 @@ func (t *tx) record(a *Attempt, inst Instance) bool {
 }
 
 // repriced records the price changes a provider reported for an
-// instance, which only ever grow: a report that knows fewer (an older
-// listing, an event sent before the last change) changes nothing.
+// instance that came after the last one the span knows: the span's only
+// ever grow, so a report that knows fewer (an older listing, an event sent
+// before the last change, a provider that lost what it had noted in a
+// restart) takes nothing back.
 func repriced(sp *Span, changes []money.PriceChange) bool {
-	if len(changes) <= len(sp.Prices) {
-		return false
+	var last time.Time
+	if n := len(sp.Prices); n > 0 {
+		last = sp.Prices[n-1].At
 	}
-	sp.Prices = slices.Clone(changes)
-	return true
+	added := false
+	for _, c := range changes {
+		if c.At.After(last) && c.At.After(sp.From) {
+			sp.Prices = append(sp.Prices, c)
+			last, added = c.At, true
+		}
+	}
+	return added
 }
 
 // gone records an instance's end.

@@ -167,6 +167,9 @@ func (p *Provider) mapInstance(region string, in ec2types.Instance) (providers.I
 	if out.State.Ended() {
 		out.EndedAt = transitionTime(awssdk.ToString(in.StateTransitionReason))
 	}
+	if out.Purchase == providers.Spot {
+		out.PriceChanges = p.spotChanges(out.Zone, out.InstanceType, out.LaunchedAt, out.EndedAt)
+	}
 	return out, true
 }
 

@@ -128,7 +128,7 @@ func (p *Provider) refreshRegion(ctx context.Context, region string, full bool, 
 			log.Warn("reading on-demand prices failed; using the catalog's", zap.Error(odErr))
 		}
 	}
-	spot, spotErr := p.fetchSpot(ctx, region, sortedKeys(types), now)
+	spot, since, spotErr := p.fetchSpot(ctx, region, sortedKeys(types), now)
 	if spotErr != nil {
 		log.Warn("reading spot prices failed; using the catalog's typical spot prices", zap.Error(spotErr))
 	}
@@ -142,6 +142,7 @@ func (p *Provider) refreshRegion(ctx context.Context, region string, full bool, 
 	rs.types, rs.zones, rs.typesErr = types, zones, typesErr
 	rs.onDemand, rs.odErr = od, odErr
 	rs.spot, rs.spotErr, rs.spotAt = spot, spotErr, now
+	p.noteSpotLocked(spot, since, now)
 	if full {
 		rs.typesAt = now
 	}

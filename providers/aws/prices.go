@@ -203,10 +203,11 @@ func parseUSD(s string) (money.Micros, error) {
 
 // fetchSpot reads the current Linux spot price of the types in every zone
 // of a region: the newest entry per zone and type over every page of the
-// history since now (the API includes the price in effect at the start).
-func (p *Provider) fetchSpot(ctx context.Context, region string, types []string, now time.Time) (spotPrices, error) {
+// history since now (the API includes the price in effect at the start),
+// and since when each has been in force.
+func (p *Provider) fetchSpot(ctx context.Context, region string, types []string, now time.Time) (spotPrices, map[zoneType]time.Time, error) {
 	if len(types) == 0 {
-		return spotPrices{}, nil
+		return spotPrices{}, nil, nil
 	}
 	in := &ec2.DescribeSpotPriceHistoryInput{
 		ProductDescriptions: []string{"Linux/UNIX"},
@@ -225,7 +226,7 @@ func (p *Provider) fetchSpot(ctx context.Context, region string, types []string,
 	for pg.HasMorePages() {
 		page, err := pg.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("spot price history in %s: %w", region, err)
+			return nil, nil, fmt.Errorf("spot price history in %s: %w", region, err)
 		}
 		for _, sp := range page.SpotPriceHistory {
 			if sp.ProductDescription != "" && sp.ProductDescription != ec2types.RIProductDescription("Linux/UNIX") {
@@ -244,11 +245,11 @@ func (p *Provider) fetchSpot(ctx context.Context, region string, types []string,
 			}
 		}
 	}
-	out := spotPrices{}
+	out, since := spotPrices{}, make(map[zoneType]time.Time, len(latest))
 	for k, e := range latest {
-		out[k] = e.price
+		out[k], since[k] = e.price, e.at
 	}
-	return out, nil
+	return out, since, nil
 }
 
 // PriceSource says, per region refreshed so far, where its prices come

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/spotwise/spotwise/clock"
+	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/providers/catalog"
 )
@@ -38,12 +39,13 @@ type Provider struct {
 	refreshMu sync.Mutex
 	mu        sync.Mutex
 	regions   map[string]*regionState
-	ice       map[string]iceEntry  // offer ID -> unavailable until
-	known     map[string]*tracked  // instance ID -> what we know of it
-	templates map[string]string    // region -> launch template name in use
-	seen      map[string]time.Time // EventBridge event IDs handled -> when
-	watchers  providers.Watchers   // open Watch calls
-	bgStop    context.CancelFunc   // stops the background feed (refreshes, SQS, poll)
+	ice       map[string]iceEntry              // offer ID -> unavailable until
+	known     map[string]*tracked              // instance ID -> what we know of it
+	templates map[string]string                // region -> launch template name in use
+	seen      map[string]time.Time             // EventBridge event IDs handled -> when
+	spotHist  map[zoneType][]money.PriceChange // spot prices noted, by zone and type (spotbill.go)
+	watchers  providers.Watchers               // open Watch calls
+	bgStop    context.CancelFunc               // stops the background feed (refreshes, SQS, poll)
 	bgDone    chan struct{}
 
 	garbled atomic.Int64 // SQS messages that could not be parsed
