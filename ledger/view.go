@@ -41,6 +41,7 @@ type Row struct {
 	ListCost money.Micros
 	Quantity float64
 	Attempt  int
+	Recorded time.Time
 	*Dims
 }
 
@@ -129,7 +130,7 @@ func DimsOf(e *Entry) *Dims {
 // Add takes one entry into the view (Follow calls it for each stored one).
 func (v *View) Add(e Entry) {
 	r := Row{ID: e.ID, Reverses: e.Reverses, Instance: e.Instance, Start: e.Start.UTC(), End: e.End.UTC(), Price: e.PricePerHour,
-		Cost: e.Cost, ListCost: e.ListCost, Quantity: e.Quantity, Attempt: e.Attempt, Dims: DimsOf(&e)}
+		Cost: e.Cost, ListCost: e.ListCost, Quantity: e.Quantity, Attempt: e.Attempt, Recorded: e.RecordedAt.UTC(), Dims: DimsOf(&e)}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.rows = append(v.rows, r)
@@ -236,5 +237,6 @@ func (r *Row) Entry() Entry {
 	return Entry{ID: r.ID, Kind: r.Kind, Category: r.Category, Reverses: r.Reverses, Start: r.Start, End: r.End,
 		PricePerHour: r.Price, Quantity: r.Quantity, Unit: r.Unit, Cost: r.Cost, ListCost: r.ListCost,
 		Provider: r.Provider, Region: r.Region, Zone: r.Zone, InstanceType: r.InstanceType, Purchase: r.Purchase,
-		GPU: r.GPU, GPUs: r.GPUs, Instance: r.Instance, Reservation: r.Reservation, JobID: r.JobID, Attempt: r.Attempt, Team: r.Team}
+		GPU: r.GPU, GPUs: r.GPUs, Instance: r.Instance, Reservation: r.Reservation, JobID: r.JobID, Attempt: r.Attempt, Team: r.Team,
+		RecordedAt: r.Recorded}
 }

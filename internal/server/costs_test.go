@@ -195,7 +195,7 @@ func TestCostLedgerAddsUpToTheCloudsBill(t *testing.T) {
 	}
 	var entries api.CostEntries
 	getJSON(t, s, "/v1/costs/entries?job="+nlp+"&from="+start.Format(time.RFC3339), &entries)
-	if len(entries.Entries) == 0 || entries.Entries[0].JobName != "nlp-train" || entries.Entries[0].Team != "nlp" {
+	if len(entries.Entries) == 0 || entries.Entries[0].JobName != "nlp-train" || entries.Entries[0].Team != "nlp" || entries.Entries[0].RecordedAt.IsZero() {
 		t.Errorf("entries of %s: %+v", nlp, entries.Entries)
 	}
 	interrupted := false
