@@ -131,6 +131,7 @@ func TestCostLedgerAddsUpToTheCloudsBill(t *testing.T) {
 	perTeam := map[string]money.Micros{}
 	segments := 0
 	var transfers money.Micros // egress, which the simulated cloud does not bill
+	var teardown money.Micros
 	for _, r := range recs {
 		cost := r.CostAt(s.Clock().Now())
 		var moved money.Micros
@@ -147,6 +148,11 @@ func TestCostLedgerAddsUpToTheCloudsBill(t *testing.T) {
 		perTeam[r.Spec.Team] += cost
 		// Rebuilt from the record, the charges in force are the ledger's.
 		kept := ledger.Fold(ledgerOf(t, s.Bus(), events.LedgerJobSubject(r.ID)))
+		for _, e := range kept {
+			if e.Category == ledger.OverheadTeardown {
+				teardown += e.Cost // the job's instances shutting down after it ended
+			}
+		}
 		closed, open := ledger.Charges(r, s.Clock().Now())
 		if len(open) != 0 || len(closed) != len(kept) {
 			t.Errorf("job %s: %d charges rebuilt (%d open), %d in the ledger", r.ID, len(closed), len(open), len(kept))
@@ -178,8 +184,9 @@ func TestCostLedgerAddsUpToTheCloudsBill(t *testing.T) {
 	for _, b := range bill {
 		cloud += b
 	}
-	if series.Total != cloud+transfers || series.Overhead != bill[""] {
-		t.Errorf("report: total %s (overhead %s), the cloud billed %s (%s for the stray) and the checkpoints' transfers cost %s", series.Total, series.Overhead, cloud, bill[""], transfers)
+	if series.Total != cloud+transfers || series.Overhead != bill[""]+teardown {
+		t.Errorf("report: total %s (overhead %s), the cloud billed %s (%s for the stray, %s of the jobs' for teardown) and the checkpoints' transfers cost %s",
+			series.Total, series.Overhead, cloud, bill[""], teardown, transfers)
 	}
 	for _, g := range series.Groups {
 		want := perTeam[g.Key]
