@@ -53,6 +53,10 @@ type entry struct {
 	open []spendSegment
 	// baseline is the job's on-demand baseline (job.Status.BaselineCost).
 	baseline money.Micros
+	// ckptSince and ckptGB bill the job's checkpoint storage (see
+	// job.Record.StorageAt).
+	ckptSince time.Time
+	ckptGB    float64
 }
 
 // cmpKey orders jobs by submission time, then ID.
@@ -152,6 +156,10 @@ func (ix *index) apply(c events.JobChange) {
 		e.endedCost += a.Transfer
 	}
 	e.open = openOf(r)
+	e.ckptSince, e.ckptGB = r.Status.CheckpointSince, 0
+	if ck := r.Status.Checkpoint; ck != nil {
+		e.ckptGB = float64(ck.Size) / 1e9
+	}
 	e.baseline = r.Status.BaselineCost
 	if !listed {
 		ix.insert(e)
@@ -286,6 +294,13 @@ func (e *entry) summaryAt(now time.Time) Summary {
 	s.CostUSD = e.endedCost
 	if !e.launchedAt.IsZero() && now.After(e.launchedAt) {
 		s.CostUSD += e.hourly.ForDuration(now.Sub(e.launchedAt))
+	}
+	if !e.ckptSince.IsZero() {
+		end := now
+		if !e.finishedAt.IsZero() && e.finishedAt.Before(end) {
+			end = e.finishedAt
+		}
+		s.CostUSD += money.StorageCost(money.ObjectStoragePerGBMonth, e.ckptGB, end.Sub(e.ckptSince))
 	}
 	return s
 }

@@ -1,7 +1,6 @@
 package bidding
 
 import (
-	"math/big"
 	"time"
 
 	"github.com/spotwise/spotwise/money"
@@ -13,19 +12,13 @@ import (
 // $0.12/GB-month, EBS gp2-like), for datasets kept on a volume beside the
 // instance. Data transfer is Transfer's business.
 var (
-	ObjectStoragePerGBMonth = money.MustParse("0.023")
+	ObjectStoragePerGBMonth = money.ObjectStoragePerGBMonth
 	BlockStoragePerGBMonth  = money.MustParse("0.12")
 )
 
 // StorageCost is what keeping gb gigabytes for d costs at perGBMonth, a
 // month being HoursPerMonth hours: exact on whole megabytes (rounded up)
-// and nanoseconds, rounded once.
+// and nanoseconds, rounded once (money.StorageCost).
 func StorageCost(perGBMonth money.Micros, gb float64, d time.Duration) money.Micros {
-	mb := megabytes(gb)
-	if mb == 0 || d <= 0 || perGBMonth == 0 {
-		return 0
-	}
-	// price x MB/1000 x d/(730 h)
-	den := new(big.Int).Mul(big.NewInt(1000*HoursPerMonth), big.NewInt(int64(time.Hour)))
-	return exactRatio(den, []int64{int64(perGBMonth), mb, int64(d)})
+	return money.StorageCost(perGBMonth, gb, d)
 }

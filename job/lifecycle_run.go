@@ -277,6 +277,7 @@ func (t *tx) agentStarted(in AgentStarted) {
 	if in.Checkpoint != nil {
 		ck := *in.Checkpoint
 		s.Checkpoint = &ck
+		t.storing()
 	}
 	if a.RunningAt.IsZero() {
 		a.RunningAt = t.now
@@ -354,6 +355,7 @@ func (t *tx) checkpointed(in Checkpointed) {
 		return
 	}
 	s.Checkpoint = &ck
+	t.storing()
 	t.history(KindCheckpoint, a.N, nil, fmt.Sprintf("checkpoint at %s (step %d, %s) stored", pct(ck.Progress), ck.Step, humanBytes(ck.Size)),
 		fmt.Sprintf("%s-ckpt-%d", a.LaunchKey, ck.Step))
 	switch {
@@ -613,4 +615,12 @@ func (t *tx) lose(share float64) {
 	}
 	ref := t.r.Spec.Work.ReferenceDuration(t.r.Spec.TotalGPUs())
 	t.r.Status.WorkLost += Duration(time.Duration(float64(ref) * share))
+}
+
+// storing notes when the job's checkpoints began to be kept: storage is
+// billed from the first one stored to the job's end.
+func (t *tx) storing() {
+	if s := &t.r.Status; s.CheckpointSince.IsZero() {
+		s.CheckpointSince = t.now
+	}
 }

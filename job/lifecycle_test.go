@@ -160,8 +160,14 @@ func TestLifecycleNoticeCheckpointsAndMoves(t *testing.T) {
 	l.launch(b, true)
 	l.state(Checkpointing) // the replacement runs when its agent starts
 	l.after(20 * time.Second)
+	storedAt := l.now
 	res = l.want(Accepted, Checkpointed{Attempt: 1, Instance: old, Checkpoint: l.checkpoint(a, 400, 0.41)})
 	l.state(Migrating)
+	// The checkpoint is kept from now on: its storage is billed from the
+	// first one stored.
+	if !l.r.Status.CheckpointSince.Equal(storedAt) {
+		t.Fatalf("checkpoints kept since %v, want %v", l.r.Status.CheckpointSince, storedAt)
+	}
 	if term := effectsOf[Terminate](res); len(term) != 1 || term[0].Key != a.LaunchKey {
 		t.Fatalf("the stored checkpoint released %+v", term)
 	}

@@ -59,6 +59,9 @@ type Status struct {
 	// Checkpoint is the job's last good checkpoint: where a new attempt
 	// resumes from.
 	Checkpoint *CheckpointRef `json:"checkpoint,omitempty"`
+	// CheckpointSince is when the job's first checkpoint was stored: its
+	// storage is billed from then to the job's end (StorageAt).
+	CheckpointSince time.Time `json:"checkpoint_since,omitzero"`
 	// CheckpointRoot is where the job's checkpoints live: a checkpoint
 	// reported anywhere else is refused.
 	CheckpointRoot string `json:"checkpoint_root,omitempty"`
@@ -264,7 +267,7 @@ func LaunchKey(id string, n int) string { return fmt.Sprintf("%s-a%d", id, n) }
 // CostAt is what the job has cost up to now: ended attempts plus what the
 // live ones have run so far.
 func (r *Record) CostAt(now time.Time) money.Micros {
-	c := r.Status.EndedCost
+	c := r.Status.EndedCost + r.StorageAt(now)
 	for _, a := range []*Attempt{r.Status.Previous, r.Status.Current} {
 		if a != nil {
 			c += a.billed(now)
@@ -275,6 +278,21 @@ func (r *Record) CostAt(now time.Time) money.Micros {
 
 // CostAt is what the attempt has cost up to now.
 func (a *Attempt) CostAt(now time.Time) money.Micros { return a.billed(now) }
+
+// StorageAt is what keeping the job's checkpoint has cost up to now: its
+// size (the last one stored) at the object-storage list price, from the
+// first checkpoint stored to the job's end (or now while it runs).
+func (r *Record) StorageAt(now time.Time) money.Micros {
+	s := &r.Status
+	if s.CheckpointSince.IsZero() || s.Checkpoint == nil {
+		return 0
+	}
+	end := now
+	if s.State.Terminal() && !s.FinishedAt.IsZero() && s.FinishedAt.Before(end) {
+		end = s.FinishedAt
+	}
+	return money.StorageCost(money.ObjectStoragePerGBMonth, float64(s.Checkpoint.Size)/1e9, end.Sub(s.CheckpointSince))
+}
 
 // Released reports whether spotwise has let the attempt's capacity go.
 func (a *Attempt) Released() bool { return !a.ReleasedAt.IsZero() }

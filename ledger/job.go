@@ -93,7 +93,56 @@ func Charges(r *job.Record, now time.Time) (closed, open []Entry) {
 			add(a, true)
 		}
 	}
+	if e, ok := storageOf(r, now); ok {
+		if r.Status.State.Terminal() {
+			closed = append(closed, e)
+		} else {
+			open = append(open, e)
+		}
+	}
 	return closed, open
+}
+
+// storageOf is the charge for keeping a job's checkpoint (Record.StorageAt),
+// from its first checkpoint to its end, where its last attempt ran: one
+// entry, closed when the job ends.
+func storageOf(r *job.Record, now time.Time) (Entry, bool) {
+	s := &r.Status
+	if s.CheckpointSince.IsZero() || s.Checkpoint == nil {
+		return Entry{}, false
+	}
+	end := now
+	if s.State.Terminal() && !s.FinishedAt.IsZero() {
+		end = s.FinishedAt
+	}
+	if end.Before(s.CheckpointSince) {
+		end = s.CheckpointSince
+	}
+	gb := float64(s.Checkpoint.Size) / 1e9
+	e := Entry{ID: r.ID + "/storage", Kind: Storage, Category: "checkpoint", Unit: "GB-Month",
+		Start: s.CheckpointSince, End: end, Cost: r.StorageAt(end),
+		PricePerHour: money.StorageCost(money.ObjectStoragePerGBMonth, gb, time.Hour),
+		Quantity:     gb * end.Sub(s.CheckpointSince).Hours() / money.HoursPerMonth,
+		JobID:        r.ID, JobName: r.Spec.Name, Team: r.Spec.Team, Labels: r.Spec.Labels}
+	if a := lastAttempt(r); a != nil {
+		e.Provider, e.Region, e.Attempt = a.Placement.Provider, a.Placement.Region, a.N
+	}
+	e.ListCost = e.Cost
+	return e, true
+}
+
+// lastAttempt is the job's newest attempt, live or ended.
+func lastAttempt(r *job.Record) *job.Attempt {
+	if r.Status.Current != nil {
+		return r.Status.Current
+	}
+	if r.Status.Previous != nil {
+		return r.Status.Previous
+	}
+	if n := len(r.Status.Attempts); n > 0 {
+		return &r.Status.Attempts[n-1]
+	}
+	return nil
 }
 
 // usageOf is the part of a usage entry an attempt decides.

@@ -258,3 +258,38 @@ func TestTeardownPastTheJobsEndIsOverhead(t *testing.T) {
 		t.Errorf("teardown cost %s, want %s", got, want)
 	}
 }
+
+// Keeping a job's checkpoint is a storage charge from its first
+// checkpoint to the job's end, at the object-storage list price, in the
+// job's cost and its entries alike: open while the job runs, closed when
+// it ends.
+func TestCheckpointStorageIsCharged(t *testing.T) {
+	r := spotRecord()
+	r.Status.Current.Spans = []job.Span{{Instance: "i-1", From: at(0)}}
+	r.Status.Checkpoint = &job.CheckpointRef{Attempt: 1, Step: 10, Size: 200e9, At: at(10)}
+	r.Status.CheckpointSince = at(10)
+	perHour := money.StorageCost(money.ObjectStoragePerGBMonth, 200, time.Hour)
+	if perHour != money.MustParse("0.006301") { // 200 GB x $0.023 / 730 h
+		t.Fatalf("200 GB for an hour costs %s", perHour)
+	}
+	_, open := ledger.Charges(r, at(70))
+	var st *ledger.Entry
+	for i := range open {
+		if open[i].Kind == ledger.Storage {
+			st = &open[i]
+		}
+	}
+	if st == nil || st.Cost != r.StorageAt(at(70)) || st.Cost != money.StorageCost(money.ObjectStoragePerGBMonth, 200, time.Hour) || st.ID != r.ID+"/storage" {
+		t.Fatalf("open storage %+v, the record bills %s for it", st, r.StorageAt(at(70)))
+	}
+	// The job ends at 130: the storage closes there, whatever time it is.
+	a := *r.Status.Current
+	a.Spans[0].To, a.EndedAt, a.Outcome = at(130), at(130), job.OutcomeSucceeded
+	a.Cost = money.Billed(at(0), at(130), money.MustParse("6.01"), nil)
+	r.Status.Current, r.Status.Attempts, r.Status.EndedCost = nil, []job.Attempt{a}, a.Cost
+	r.Status.State, r.Status.FinishedAt = job.Succeeded, at(130)
+	closed, open := ledger.Charges(r, at(500))
+	if len(open) != 0 || ledger.Sum(closed) != r.CostAt(at(500)) || r.StorageAt(at(500)) != money.StorageCost(money.ObjectStoragePerGBMonth, 200, 2*time.Hour) {
+		t.Fatalf("entries %s (%d open), the record bills %s with %s of storage", ledger.Sum(closed), len(open), r.CostAt(at(500)), r.StorageAt(at(500)))
+	}
+}

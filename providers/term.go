@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/spotwise/spotwise/money"
 )
 
 // HoursPerMonth is the month every cloud bills commitments and storage by
 // (8760 hours a year / 12); the simulated cloud uses it too.
-const HoursPerMonth = 730
+const HoursPerMonth = money.HoursPerMonth
 
 // Term is the length of a commitment: one or three years, as every cloud
 // sells reserved instances, savings plans and committed-use discounts.

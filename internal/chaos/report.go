@@ -81,6 +81,9 @@ type Report struct {
 	// regions (egress, which the simulated cloud does not bill): not in
 	// Attributed.
 	Transfers money.Micros
+	// Storage is what keeping the jobs' checkpoints cost (object storage,
+	// which the simulated cloud does not bill): not in Attributed.
+	Storage money.Micros
 	// Ledgered is what the cost ledger holds in all; LedgerOff are the
 	// jobs whose entries do not add up to what their record bills.
 	Ledgered  money.Micros
@@ -152,13 +155,14 @@ func (r *Report) money(f Final) {
 		// regions are spotwise's charge for egress, which the simulated
 		// cloud does not bill.
 		r.Attributed += rec.CostAt(f.Now)
+		r.Storage += rec.StorageAt(f.Now)
 		for _, a := range attemptsOf(rec) {
 			if !a.LaunchedAt.IsZero() {
 				r.Transfers += a.Transfer
 			}
 		}
 	}
-	r.Attributed -= r.Transfers
+	r.Attributed -= r.Transfers + r.Storage
 	for _, o := range f.Overheads {
 		r.Overhead += o.Cost
 	}
@@ -365,7 +369,7 @@ func (r Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, ", target <= %d\n", MaxLiveAttemptsTarget)
 	fmt.Fprintf(w, "cloud bill            %s (every instance, launch to end, at its price)\n", r.CloudBill.Decimal())
-	fmt.Fprintf(w, "billed to jobs        %s for instances, %s for checkpoints carried between regions\n", r.Attributed.Decimal(), r.Transfers.Decimal())
+	fmt.Fprintf(w, "billed to jobs        %s for instances, %s for checkpoints carried between regions, %s for storing them\n", r.Attributed.Decimal(), r.Transfers.Decimal(), r.Storage.Decimal())
 	fmt.Fprintf(w, "overhead (orphans)    %s\n", r.Overhead.Decimal())
 	fmt.Fprintf(w, "billed to no job      %s micro-dollars: %d\n", r.Unattributed.Decimal(), int64(r.Unattributed))
 	printProblems(w, r.Unbilled, 20)
