@@ -308,6 +308,12 @@ func runCosts(cmd *cobra.Command, c *api.Client, p *costsPlan) error {
 			return writeCostsCSV(out, rep)
 		}
 		printCosts(out, rep, p.output == "wide")
+		// The reserved capacity's utilization, for a caller who may read
+		// it (the platform's viewers and operators; a team's members are
+		// refused, and see none).
+		if l, err := c.Reservations(ctx, false); err == nil && len(l.Reservations) > 0 {
+			printReservedUse(out, l)
+		}
 		return nil
 	}
 	from, to := p.query.From, p.query.To

@@ -88,6 +88,19 @@ func printCosts(w io.Writer, r *api.CostSeries, wide bool) {
 	}
 }
 
+// printReservedUse adds the reserved capacity's use to a report: paid over
+// the reservations' terms so far, whatever the period, with what sat idle
+// (overhead in the ledger) and the utilization.
+func printReservedUse(w io.Writer, l *api.ReservationList) {
+	fmt.Fprintf(w, "\nReserved capacity over its terms so far: %s paid, %s used, %s idle (overhead), %.1f%% utilized\n",
+		l.Paid.Human(), l.Used.Human(), l.IdleCost.Human(), 100*l.Utilization)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, r := range l.Reservations {
+		fmt.Fprintf(tw, "  %s\t%s/%s %s x%d\t%.1f%% used\t%s idle\n", r.ID, r.Provider, r.Region, r.InstanceType, r.Count, 100*r.Utilization, r.IdleCost.Human())
+	}
+	_ = tw.Flush()
+}
+
 // costsCSVColumns are the columns of a report as CSV.
 var costsCSVColumns = []string{"group_by", "key", "spend_usd", "share", "savings_usd", "overhead_usd", "finished_jobs", "baseline_usd", "from", "to"}
 

@@ -298,3 +298,21 @@ func TestCostsEntriesOutputs(t *testing.T) {
 		})
 	}
 }
+
+// The report ends with the reserved capacity's use, for a caller who may
+// read it: paid, used, idle and utilized, in all and per reservation.
+func TestPrintReservedUse(t *testing.T) {
+	l := &api.ReservationList{Paid: money.MustParse("14.40"), Used: money.MustParse("4.80"), IdleCost: money.MustParse("9.60"), Utilization: 1.0 / 3,
+		Reservations: []api.ReservationView{{ID: "r-t4", Provider: "aws", Region: "us-east-1", InstanceType: "g4dn.xlarge", Count: 2,
+			Utilization: 1.0 / 3, IdleCost: money.MustParse("9.60")}}}
+	var buf bytes.Buffer
+	printReservedUse(&buf, l)
+	for _, want := range []string{
+		"Reserved capacity over its terms so far: $14.40 paid, $4.80 used, $9.60 idle (overhead), 33.3% utilized",
+		"r-t4 aws/us-east-1 g4dn.xlarge x2 33.3% used $9.60 idle",
+	} {
+		if !strings.Contains(words(buf.String()), want) {
+			t.Errorf("no %q in:\n%s", want, buf.String())
+		}
+	}
+}
