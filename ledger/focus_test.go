@@ -234,7 +234,7 @@ func TestFOCUSRowsOfEveryKindOfEntry(t *testing.T) {
 			"PricingQuantity": "500", "PricingUnit": "GB", "ConsumedQuantity": "500", "BilledCost": "10.000000", "ListCost": "10.000000",
 			"ResourceId": "j-1/dataset", "ResourceName": "bert, large dataset", "ResourceType": "Data Transfer", "SkuId": "transfer/dataset",
 			"ChargeDescription": "dataset egress (data transfer) of 500 GB out of aws us-east-1 for job bert, large attempt 3",
-			"x_Kind": "transfer", "x_Category": "dataset", "x_Attempt": "3", "x_EntryId": "j-1/a3/dataset", "x_InterruptionCount": "0",
+			"x_Kind":            "transfer", "x_Category": "dataset", "x_Attempt": "3", "x_EntryId": "j-1/a3/dataset", "x_InterruptionCount": "0",
 		}},
 		{"checkpoint storage", usage(storage), map[string]string{
 			"ServiceCategory": "Storage", "ServiceName": "Amazon Simple Storage Service", "PricingUnit": "GB-Month",
