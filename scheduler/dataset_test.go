@@ -3,6 +3,7 @@ package scheduler
 import (
 	"testing"
 	"time"
+	"unique"
 
 	"github.com/spotwise/spotwise/bidding"
 	"github.com/spotwise/spotwise/job"
@@ -106,5 +107,60 @@ func TestDatasetEgressIsPaidAgainByRestarts(t *testing.T) {
 	}
 	if diff := a[0].Estimate.Cost - b[0].Estimate.Cost; diff != risk.DataEgress {
 		t.Errorf("the data adds %s to the estimate, want %s", diff, risk.DataEgress)
+	}
+}
+
+// recordingPolicy answers like the policy it wraps and keeps what it was
+// shown.
+type recordingPolicy struct {
+	bidding.Policy
+	seen []bidding.PolicyState
+}
+
+func (p *recordingPolicy) Decide(s bidding.PolicyState) bidding.Choice {
+	p.seen = append(p.seen, s)
+	return p.Policy.Decide(s)
+}
+
+// The deadline policy is told what a move between regions costs: the
+// checkpoint's carry and the data's egress to the dearest of the zones it
+// weighs, since the new attempt reads the data again.
+func TestDeadlinePolicySeesTheDatasetInAMovesCost(t *testing.T) {
+	offers := []providers.Offer{
+		offer("aws", "us-east-1", "od", "V100", 1, "3.06").get(),
+		offer("aws", "us-east-1", "spot-east", "V100", 1, "0.97").spot("3.06").get(),
+		offer("aws", "us-west-2", "spot-west", "V100", 1, "0.90").spot("3.06").get(),
+	}
+	for _, c := range []struct {
+		name     string
+		data     *job.Data
+		ckptGB   float64
+		wantMove money.Micros
+	}{
+		{"no data, no checkpoint", nil, 0, 0},
+		{"500 GB of data in us-east-1", &job.Data{Provider: "aws", Region: "us-east-1", SizeGB: 500}, 0, money.MustParse("10")},
+		{"data and a 50 GB checkpoint", &job.Data{Provider: "aws", Region: "us-east-1", SizeGB: 500}, 50, money.MustParse("11")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := queued("j-a", "10h on V100").deadline(30 * time.Hour)
+			if c.data != nil {
+				b.data(c.data.Provider, c.data.Region, c.data.SizeGB)
+			}
+			q := b.get()
+			if c.ckptGB > 0 {
+				r := q.Req.Value()
+				r.CkptProvider, r.CkptRegion, r.CkptGB = "aws", "us-east-1", c.ckptGB
+				q.Req = unique.Make(r)
+			}
+			p := &recordingPolicy{Policy: bidding.Spotwise{}}
+			Decide(Snapshot{Now: t0, Jobs: []*QueuedJob{q}, Offers: offers, Throughput: testTP, Geography: geo,
+				Rates: noRisk(offers), Policy: p, PolicyStep: time.Minute})
+			if len(p.seen) != 1 {
+				t.Fatalf("the policy was asked %d times", len(p.seen))
+			}
+			if got := p.seen[0].MoveCost; got != c.wantMove {
+				t.Errorf("a move costs %s to the policy, want %s", got, c.wantMove)
+			}
+		})
 	}
 }
