@@ -62,7 +62,7 @@ func openOf(r *job.Record) []spendSegment {
 
 // CostGroups are what costs can be grouped by; a report may group by
 // several at once ("team,provider").
-var CostGroups = []string{"team", "provider", "purchase", "region", "gpu", "job", "kind"}
+var CostGroups = []string{"team", "provider", "purchase", "region", "gpu", "job", "kind", "category"}
 
 // CostQuery asks for spend over time.
 type CostQuery struct {
@@ -305,7 +305,7 @@ func (c *CostSeries) keyOf(d *ledger.Dims, team string) string {
 	parts := make([]string, len(c.keys))
 	for i, k := range c.keys {
 		v := map[string]string{"team": d.Team, "provider": d.Provider, "purchase": d.Purchase, "region": d.Region,
-			"gpu": d.GPU, "job": d.JobID, "kind": string(d.Kind)}[k]
+			"gpu": d.GPU, "job": d.JobID, "kind": string(d.Kind), "category": d.Category}[k]
 		if k == "team" && v == "" {
 			v = team
 		}

@@ -153,7 +153,7 @@ func (ix *index) apply(c events.JobChange) {
 	}
 	if a := r.Status.Current; a != nil && !a.LaunchedAt.IsZero() {
 		e.launchedAt, e.hourly = a.LaunchedAt, a.Placement.HourlyCost()
-		e.endedCost += a.Transfer
+		e.endedCost += a.Transfer + a.DataTransfer
 	}
 	e.open = openOf(r)
 	e.ckptSince, e.ckptGB = r.Status.CheckpointSince, 0

@@ -43,6 +43,11 @@ type RiskInput struct {
 	Runtime time.Duration
 	// Extra is paid once on top (moving a checkpoint here, say).
 	Extra money.Micros
+	// Egress is what the attempt on the offer pays to read the job's
+	// input data into its region: paid once, and again by the restart
+	// after each interruption (a new attempt reads the data again; the
+	// restart is taken to pay what this one does).
+	Egress money.Micros
 	// InterruptionsPerHour is the offer's rate per instance-hour
 	// (PriorRate, BlendRate, a provider's RiskReporter). Any one node's
 	// interruption stops a multi-node job, so the job's rate is this times
@@ -104,6 +109,9 @@ type RiskEstimate struct {
 	// Transfers the expected cost of moving it after interruptions.
 	Storage   money.Micros `json:"storage"`
 	Transfers money.Micros `json:"transfers"`
+	// DataEgress is the expected cost of reading the job's input data:
+	// RiskInput.Egress for the first attempt and for each restart.
+	DataEgress money.Micros `json:"data_egress,omitempty"`
 }
 
 // ExpectedCost is the expected cost and time to finish a job on an offer,
@@ -199,6 +207,7 @@ func ExpectedCost(in RiskInput) RiskEstimate {
 		}
 		out.Transfers = scaleByFloat(moveCost, out.Interruptions)
 	}
+	out.DataEgress = addMicros(in.Egress, scaleByFloat(in.Egress, out.Interruptions))
 	billed := addSat(in.Startup, expected)
 	if !ck.Disabled {
 		price := ck.StoragePerGBMonth
@@ -210,10 +219,10 @@ func ExpectedCost(in RiskInput) RiskEstimate {
 	out.Estimate = Estimate{
 		Startup: in.Startup,
 		Runtime: expected,
-		Cost:    addMicros(addMicros(addMicros(in.PricePerHour.MulInt(nodes).ForDuration(billed), out.Transfers), out.Storage), in.Extra),
+		Cost:    addMicros(addMicros(addMicros(addMicros(in.PricePerHour.MulInt(nodes).ForDuration(billed), out.Transfers), out.Storage), in.Extra), out.DataEgress),
 		Finish:  in.Now.Add(billed),
 	}
-	out.RiskCost = out.Cost - base.Cost - in.Extra
+	out.RiskCost = out.Cost - base.Cost - in.Extra - in.Egress
 	return out
 }
 

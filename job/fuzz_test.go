@@ -53,6 +53,10 @@ func FuzzParse(f *testing.F) {
 		base + "deadline: 9999-12-31T23:59:59.999999999Z\n",
 		base + "deadline: 2562047h\n",
 		base + "checkpoint: {interval: 1000000000000h, size_gb: .inf}\n",
+		// Input data: declared, odd sizes, half declared.
+		base + "data: {provider: aws, region: us-east-1, size_gb: 500}\n",
+		base + "data: {provider: gcp, region: europe-west4, size_gb: .nan}\n",
+		base + "data: {region: us-east-1, size_gb: 1e400}\n",
 		// Thousands of problems.
 		base + "env: {" + strings.Repeat("A: 1, ", 2000) + "}\ncommand: [" + strings.Repeat("[], ", 2000) + "]\n",
 		// YAML that does not map to JSON plainly.

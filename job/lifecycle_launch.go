@@ -42,6 +42,9 @@ type Place struct {
 	// Transfer is what carrying the job's checkpoint to the placement's
 	// region costs (Attempt.Transfer).
 	Transfer money.Micros
+	// DataTransfer is what reading the job's input data into the
+	// placement's region costs (Attempt.DataTransfer).
+	DataTransfer money.Micros
 }
 
 // Launched is what a launch call returned (the provider's word).
@@ -137,7 +140,8 @@ func (t *tx) place(in Place) {
 	}
 	s.Attempt = in.Attempt
 	a := &Attempt{N: in.Attempt, LaunchKey: LaunchKey(r.ID, in.Attempt), Placement: in.Placement, PlacedAt: t.now,
-		MaxPrice: in.MaxPrice, EstimatedRuntime: Duration(in.EstimatedRuntime), EstimatedCost: in.EstimatedCost, Transfer: in.Transfer}
+		MaxPrice: in.MaxPrice, EstimatedRuntime: Duration(in.EstimatedRuntime), EstimatedCost: in.EstimatedCost, Transfer: in.Transfer,
+		DataTransfer: in.DataTransfer}
 	if s.BaselineCost == 0 && in.Baseline > 0 {
 		s.BaselineCost = in.Baseline
 	}

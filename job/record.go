@@ -144,6 +144,12 @@ type Attempt struct {
 	// was written in to this attempt's costs (egress at the provider's
 	// published rate): charged once the attempt's capacity is bought.
 	Transfer money.Micros `json:"transfer_cost,omitempty"`
+	// DataTransfer is what reading the job's input data (Spec.Data) from
+	// its region into this attempt's costs (egress at the provider's
+	// published rate; nothing in the data's own region): charged, like
+	// Transfer, once the attempt's capacity is bought. Every attempt
+	// placed away from the data pays it again.
+	DataTransfer money.Micros `json:"data_transfer_cost,omitempty"`
 	// Notice is set when the provider announced it takes the capacity
 	// back, or when spotwise moves the job of its own accord (a notice
 	// without a deadline).
@@ -299,15 +305,21 @@ func (a *Attempt) Released() bool { return !a.ReleasedAt.IsZero() }
 
 // billed is what an attempt has cost up to end: every instance from its
 // launch to its end (the provider's, else end) at the price its provider
-// charges, and the transfer of its checkpoint once its capacity is bought.
-// An attempt whose instances are not known yet bills its nodes from its
-// launch at the placement's price.
+// charges, and the transfers of its checkpoint and its data once its
+// capacity is bought. An attempt whose instances are not known yet bills
+// its nodes from its launch at the placement's price.
 func (a *Attempt) billed(end time.Time) money.Micros {
-	var transfer money.Micros
-	if !a.LaunchedAt.IsZero() && !end.Before(a.LaunchedAt) {
-		transfer = a.Transfer
+	return a.TransfersAt(end) + a.instancesBilled(end)
+}
+
+// TransfersAt is what the attempt's data transfers (its checkpoint
+// carried in, its input data read in) have cost up to end: nothing before
+// its capacity was bought, both once from then on.
+func (a *Attempt) TransfersAt(end time.Time) money.Micros {
+	if a.LaunchedAt.IsZero() || end.Before(a.LaunchedAt) {
+		return 0
 	}
-	return transfer + a.instancesBilled(end)
+	return a.Transfer + a.DataTransfer
 }
 
 // instancesBilled is what an attempt's instances have cost up to end.

@@ -257,6 +257,7 @@ func fullRecord(t *testing.T) *Record {
 		"env":        "{EPOCHS: '3'}",
 		"placement":  "{providers: [aws], deny_providers: [gcp], regions: [eu-west-1], deny_regions: [eu-north-1], geographies: [eu]}",
 		"checkpoint": "{command: [save, now]}",
+		"data":       "{provider: aws, region: eu-west-1, size_gb: 250}",
 	}))
 	r := placed(money.MustParse("3.06"), 2)
 	r.Spec = s

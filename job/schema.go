@@ -251,6 +251,10 @@ func specRules() map[string]map[string]any {
 		"checkpoint.disabled":          {"description": "the job cannot checkpoint: an interruption restarts it"},
 		"checkpoint.move_on_rebalance": {"description": "move as soon as the provider recommends rebalancing, before any notice"},
 		"checkpoint.skip_short_notice": {"description": "leave out offers whose notice is shorter than a checkpoint takes (not with disabled)"},
+		"data":                         {"description": "where the job's input data lives: an attempt placed in another region or cloud pays its egress once", "required": []string{"provider", "region", "size_gb"}},
+		"data.provider":                {"description": "the cloud the data is stored in (aws, azure, gcp)", "minLength": 1},
+		"data.region":                  {"description": "the region the data is stored in", "minLength": 1},
+		"data.size_gb":                 {"description": "the data's size in GB", "exclusiveMinimum": 0, "maximum": maxDataGB},
 		"max_retries":                  between("how many times a job whose command fails is run again", 0, 100),
 	}
 }

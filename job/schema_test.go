@@ -171,6 +171,7 @@ func TestSchemaTakesWhatParseTakes(t *testing.T) {
 		"resources in full":         {"resources": "{accelerators: [A100-80GB], min_gpu_memory_gb: 80, gpus_per_node: 8, nodes: 2, min_vcpus_per_node: 32, min_memory_gib_per_node: 256}"},
 		"priority and retries":      {"priority": "1000", "max_retries": "3", "api_version": "spotwise/v1"},
 		"on_deadline_miss, no date": {"on_deadline_miss": "run"},
+		"data":                      {"data": "{provider: aws, region: us-east-1, size_gb: 512.5}"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			data := yamlSpec(over)
@@ -239,6 +240,11 @@ func TestSchemaRefusesWhatParseRefuses(t *testing.T) {
 		{"checkpoint.signal", map[string]string{"checkpoint": "{signal: usr1}"}},
 		{"checkpoint.disabled", map[string]string{"checkpoint": "{disabled: 'yes'}"}},
 		{"max_retries", map[string]string{"max_retries": "101"}},
+		{"data.size_gb", map[string]string{"data": "{provider: aws, region: us-east-1, size_gb: -1}"}},
+		{"data.size_gb", map[string]string{"data": "{provider: aws, region: us-east-1}"}},
+		{"data.provider", map[string]string{"data": "{region: us-east-1, size_gb: 5}"}},
+		{"data.region", map[string]string{"data": "{provider: aws, size_gb: 5}"}},
+		{"data.bucket", map[string]string{"data": "{provider: aws, region: us-east-1, size_gb: 5, bucket: b}"}},
 	} {
 		t.Run(c.field+" "+strings.Join(slices.Sorted(mapValues(c.over)), " "), func(t *testing.T) {
 			data := yamlSpec(c.over)

@@ -97,6 +97,9 @@ type Spec struct {
 
 	Placement  PlacementRules `json:"placement,omitzero"`
 	Checkpoint Checkpoint     `json:"checkpoint,omitzero"`
+	// Data is where the job's input data lives, when it says so: an
+	// attempt placed outside that region pays the data's egress.
+	Data Data `json:"data,omitzero"`
 	// MaxRetries is how many times a job whose command fails is run again.
 	MaxRetries int `json:"max_retries,omitempty"`
 }
@@ -125,6 +128,20 @@ type PlacementRules struct {
 	// geographies: [eu].
 	Geographies []string `json:"geographies,omitempty"`
 }
+
+// Data is the job's input data set: the cloud and region it is stored in
+// and its size. Every attempt placed in another region (or cloud) reads
+// it from there and pays its egress once, at the published transfer rate
+// (bidding.Transfer); the scheduler weighs that against cheaper capacity
+// elsewhere. Empty: the job declares no data.
+type Data struct {
+	Provider string  `json:"provider,omitempty"`
+	Region   string  `json:"region,omitempty"`
+	SizeGB   float64 `json:"size_gb,omitempty"`
+}
+
+// Declared reports whether the spec says where its data lives.
+func (d Data) Declared() bool { return d.Provider != "" && d.Region != "" && d.SizeGB > 0 }
 
 // Checkpoint says how the job saves and resumes its state.
 type Checkpoint struct {

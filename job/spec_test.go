@@ -243,6 +243,30 @@ func TestParseRefusesBadFields(t *testing.T) {
 		{"skip_short_notice not true or false", map[string]string{"checkpoint": "{skip_short_notice: sometimes}"},
 			[]FieldError{{"checkpoint.skip_short_notice", "must be true or false, not text"}}},
 
+		// Data.
+		{"negative data size", map[string]string{"data": "{provider: aws, region: us-east-1, size_gb: -500}"},
+			[]FieldError{{"data.size_gb", "must be between 0 and 10000000"}}},
+		{"absurd data size", map[string]string{"data": "{provider: aws, region: us-east-1, size_gb: 1e9}"},
+			[]FieldError{{"data.size_gb", "must be between 0 and 10000000"}}},
+		{"data without a size", map[string]string{"data": "{provider: aws, region: us-east-1}"},
+			[]FieldError{{"data.size_gb", "is required: the data's size in GB, which an attempt in another region pays egress for"}}},
+		{"unknown data provider", map[string]string{"data": "{provider: oracle, region: us-east-1, size_gb: 500}"},
+			[]FieldError{{"data.provider", `unknown provider "oracle"`}}},
+		{"unknown data region", map[string]string{"data": "{provider: aws, region: mars-north-1, size_gb: 500}"},
+			[]FieldError{{"data.region", `unknown region "mars-north-1"`}}},
+		{"data region without provider", map[string]string{"data": "{region: us-east-1, size_gb: 500}"},
+			[]FieldError{{"data.provider", "is required with data.region: the cloud the data is stored in"}}},
+		{"data provider without region", map[string]string{"data": "{provider: aws, size_gb: 500}"},
+			[]FieldError{{"data.region", "is required: the region the data is stored in"}}},
+		{"data size alone", map[string]string{"data": "{size_gb: 500}"},
+			[]FieldError{{"data.provider", "is required: the cloud the data is stored in"}, {"data.region", "is required: the region the data is stored in"}}},
+		{"data size not a number", map[string]string{"data": "{provider: aws, region: us-east-1, size_gb: big}"},
+			[]FieldError{{"data.size_gb", "must be a number"}}},
+		{"data as a list", map[string]string{"data": "[s3://bucket]"},
+			[]FieldError{{"data", "must be a mapping"}}},
+		{"data with an unknown field", map[string]string{"data": "{provider: aws, region: us-east-1, size_gb: 5, bucket: x}"},
+			[]FieldError{{"data.bucket", "unknown field"}}},
+
 		// Names, maps, lists.
 		{"name missing", map[string]string{"name": "-"},
 			[]FieldError{{"name", "is required"}}},
@@ -755,6 +779,8 @@ func TestHash(t *testing.T) {
 		{"checkpoint", map[string]string{"checkpoint": "{duration: 2m}"}},
 		{"on_deadline_miss", map[string]string{"on_deadline_miss": "run"}},
 		{"skip_short_notice", map[string]string{"checkpoint": "{skip_short_notice: true}"}},
+		{"data", map[string]string{"data": "{provider: aws, region: us-east-1, size_gb: 500}"}},
+		{"data size", map[string]string{"data": "{provider: aws, region: us-east-1, size_gb: 501}"}},
 	}
 	seen := map[string]string{base.Hash(): "base"}
 	for _, c := range changes {
@@ -788,5 +814,25 @@ func TestParseKeepsValues(t *testing.T) {
 	}
 	if !bytes.Contains(mustJSON(t, s), []byte(`"EMPTY":""`)) {
 		t.Errorf("empty env value lost: %s", mustJSON(t, s))
+	}
+}
+
+// A job's data, as declared, is kept through the record's JSON; a spec
+// that declares none hashes as before the field existed.
+func TestParseKeepsData(t *testing.T) {
+	s := mustParse(t, yamlSpec(map[string]string{"data": "{provider: aws, region: us-east-1, size_gb: 500}"}))
+	want := Data{Provider: "aws", Region: "us-east-1", SizeGB: 500}
+	if s.Data != want || !s.Data.Declared() {
+		t.Fatalf("data = %+v, want %+v", s.Data, want)
+	}
+	if b := mustJSON(t, s); !bytes.Contains(b, []byte(`"data":{"provider":"aws","region":"us-east-1","size_gb":500}`)) {
+		t.Errorf("stored spec: %s", b)
+	}
+	again := mustParse(t, mustJSON(t, s))
+	if again.Data != want || again.Hash() != s.Hash() {
+		t.Errorf("through JSON: %+v (hash %s, was %s)", again.Data, again.Hash(), s.Hash())
+	}
+	if none := mustParse(t, yamlSpec(nil)); none.Data.Declared() || bytes.Contains(mustJSON(t, none), []byte(`"data"`)) {
+		t.Errorf("a spec without data: %s", mustJSON(t, none))
 	}
 }

@@ -88,6 +88,7 @@ func (s *Spec) Validate(vocab Vocabulary) error {
 	}
 	s.validatePlacement(&e, vocab)
 	s.validateCheckpoint(&e)
+	s.validateData(&e, vocab)
 	if s.MaxRetries < 0 || s.MaxRetries > 100 {
 		e.add("max_retries", "must be between 0 and 100")
 	}
@@ -211,6 +212,36 @@ func (s *Spec) validateCheckpoint(e *fieldErrors) {
 	checkList(e, "checkpoint.command", c.Command)
 	if c.SkipShortNotice && c.Disabled {
 		e.add("checkpoint.skip_short_notice", "cannot go with checkpoint.disabled: true; a job that does not checkpoint has nothing to fit in the notice window")
+	}
+}
+
+// maxDataGB is a sanity cap on data.size_gb: ten petabytes.
+const maxDataGB = 10_000_000
+
+func (s *Spec) validateData(e *fieldErrors, vocab Vocabulary) {
+	d := s.Data
+	if d == (Data{}) {
+		return
+	}
+	switch {
+	case d.Provider == "" && d.Region != "":
+		e.add("data.provider", "is required with data.region: the cloud the data is stored in")
+	case d.Provider == "":
+		e.add("data.provider", "is required: the cloud the data is stored in")
+	case vocab != nil && !vocab.KnownProvider(d.Provider):
+		e.add("data.provider", "unknown provider %q", d.Provider)
+	}
+	switch {
+	case d.Region == "":
+		e.add("data.region", "is required: the region the data is stored in")
+	case vocab != nil && !vocab.KnownRegion(d.Region):
+		e.add("data.region", "unknown region %q", d.Region)
+	}
+	switch {
+	case !(d.SizeGB >= 0) || d.SizeGB > maxDataGB: // catches NaN too
+		e.add("data.size_gb", "must be between 0 and %d", maxDataGB)
+	case d.SizeGB == 0:
+		e.add("data.size_gb", "is required: the data's size in GB, which an attempt in another region pays egress for")
 	}
 }
 

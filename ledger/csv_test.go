@@ -24,7 +24,7 @@ func TestWriteCSVHoldsEveryFieldExactly(t *testing.T) {
 	}
 
 	nanos := usage(func(e *Entry) { e.Start = e.Start.Add(123456789); e.Cost = 1 })
-	entries := []Entry{usage(interrupted), usage(reservedUse), usage(orphan), usage(idle), usage(transfer), usage(storage),
+	entries := []Entry{usage(interrupted), usage(reservedUse), usage(orphan), usage(idle), usage(transfer), usage(dataset), usage(storage),
 		usage(interrupted, reversed(t0.Add(3*time.Hour))), nanos}
 	var buf bytes.Buffer
 	if err := WriteCSV(&buf, entries); err != nil {

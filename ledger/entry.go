@@ -47,6 +47,17 @@ const (
 	OverheadTeardown = "teardown"
 )
 
+// Transfer and storage categories: whose data moved or is kept.
+const (
+	// CategoryCheckpoint: a job's checkpoint, carried to the region of an
+	// attempt (transfer) or kept (storage).
+	CategoryCheckpoint = "checkpoint"
+	// CategoryDataset: a job's input data (its spec's data), read by an
+	// attempt placed outside the data's region: that region's provider
+	// bills the egress.
+	CategoryDataset = "dataset"
+)
+
 // Entry is one charge. Money is exact: Cost is what the provider bills for
 // the entry (PricePerHour over [Start, End), rounded once to the
 // micro-dollar), ListCost what the same time would cost at the on-demand
@@ -58,8 +69,9 @@ type Entry struct {
 	// reversal is the reversed entry's ID followed by "~r".
 	ID   string `json:"id"`
 	Kind Kind   `json:"kind"`
-	// Category refines the kind (Overhead*; "checkpoint" for transfer
-	// and storage of checkpoints).
+	// Category refines the kind (Overhead*; CategoryCheckpoint for
+	// transfer and storage of checkpoints, CategoryDataset for the egress
+	// of a job's input data).
 	Category string `json:"category,omitempty"`
 	// Reverses is the ID of the entry this one takes back: its cost and
 	// list cost are that entry's, negated.

@@ -69,6 +69,15 @@ func transfer(e *Entry) {
 	e.Cost, e.ListCost = 250_000, 250_000
 }
 
+// dataset is job j-1's input data, 500 GB in us-east-1, read by its
+// third attempt in another region: egress at $0.02/GB, charged once.
+func dataset(e *Entry) {
+	transfer(e)
+	e.ID, e.Category, e.Attempt = "j-1/a3/dataset", CategoryDataset, 3
+	e.Region, e.Quantity = "us-east-1", 500
+	e.Cost, e.ListCost = 10_000_000, 10_000_000
+}
+
 func storage(e *Entry) {
 	transfer(e)
 	e.ID, e.Kind, e.Unit, e.Quantity = "j-1/storage/1", Storage, "GB-Month", 0.25

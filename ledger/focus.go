@@ -444,6 +444,11 @@ func describe(e *Entry) string {
 		fmt.Fprintf(&b, "orphan instance %s (%s %s in %s), owned by no job", e.Instance, e.InstanceType, e.Purchase, where)
 	case e.Kind == Overhead:
 		fmt.Fprintf(&b, "overhead %s: %s %s in %s", cmp.Or(e.Category, "for "+cmp.Or(e.JobName, e.JobID)), e.InstanceType, e.Purchase, where)
+	case e.Kind == Transfer && e.Category == CategoryDataset:
+		fmt.Fprintf(&b, "dataset egress (data transfer) of %s %s out of %s", quantity(e.Quantity), e.Unit, where)
+		if e.JobID != "" {
+			fmt.Fprintf(&b, " for job %s attempt %d", cmp.Or(e.JobName, e.JobID), e.Attempt)
+		}
 	default:
 		fmt.Fprintf(&b, "%s %s of %s %s in %s", cmp.Or(e.Category, "data"), e.Kind, quantity(e.Quantity), e.Unit, where)
 		if e.JobID != "" {

@@ -228,6 +228,14 @@ func TestFOCUSRowsOfEveryKindOfEntry(t *testing.T) {
 			"ResourceType": "Data Transfer", "SkuId": "transfer/checkpoint", "AvailabilityZone": "",
 			"ChargePeriodStart": "2031-03-14T09:00:00Z", "ChargePeriodEnd": "2031-03-14T09:00:00Z", "x_InterruptionCount": "0",
 		}},
+		{"a job's dataset read in another region", usage(dataset), map[string]string{
+			"ChargeCategory": "Usage", "ServiceCategory": "Networking", "ServiceName": "AWS Data Transfer", "PricingCategory": "Standard",
+			"ProviderName": "AWS", "RegionId": "us-east-1", "AvailabilityZone": "",
+			"PricingQuantity": "500", "PricingUnit": "GB", "ConsumedQuantity": "500", "BilledCost": "10.000000", "ListCost": "10.000000",
+			"ResourceId": "j-1/dataset", "ResourceName": "bert, large dataset", "ResourceType": "Data Transfer", "SkuId": "transfer/dataset",
+			"ChargeDescription": "dataset egress (data transfer) of 500 GB out of aws us-east-1 for job bert, large attempt 3",
+			"x_Kind":            "transfer", "x_Category": "dataset", "x_Attempt": "3", "x_EntryId": "j-1/a3/dataset", "x_InterruptionCount": "0",
+		}},
 		{"checkpoint storage", usage(storage), map[string]string{
 			"ServiceCategory": "Storage", "ServiceName": "Amazon Simple Storage Service", "PricingUnit": "GB-Month",
 			"PricingQuantity": "0.25", "BilledCost": "0.005750", "ResourceType": "Checkpoint",
@@ -323,7 +331,7 @@ func TestFOCUSCutsAnEntryAtTheMonthsEnd(t *testing.T) {
 // A whole ledger's export bills what its entries cost, and a garbled
 // entry is refused by name rather than written.
 func TestWriteFOCUS(t *testing.T) {
-	entries := []Entry{usage(interrupted), usage(onDemand), usage(reservedUse), usage(orphan), usage(idle), usage(transfer), usage(storage),
+	entries := []Entry{usage(interrupted), usage(onDemand), usage(reservedUse), usage(orphan), usage(idle), usage(transfer), usage(dataset), usage(storage),
 		usage(interrupted, reversed(t0.Add(3*time.Hour))), usage(acrossMonth)}
 	rows := readFOCUS(t, entries...)
 	var want, got money.Micros

@@ -35,15 +35,19 @@ func Charges(r *job.Record, now time.Time) (closed, open []Entry) {
 			end = a.ReleasedAt
 		}
 		base := usageOf(r, a)
-		if a.Transfer > 0 && !a.LaunchedAt.IsZero() && !end.Before(a.LaunchedAt) {
+		bought := !a.LaunchedAt.IsZero() && !end.Before(a.LaunchedAt)
+		if a.Transfer > 0 && bought {
 			// The checkpoint carried to the attempt's region: charged once,
 			// when its capacity was bought.
 			e := base
 			e.ID = fmt.Sprintf("%s/a%d/transfer", r.ID, a.N)
-			e.Kind, e.Category, e.Unit = Transfer, "checkpoint", "GB"
+			e.Kind, e.Category, e.Unit = Transfer, CategoryCheckpoint, "GB"
 			e.Start, e.End, e.Cost, e.Quantity = a.LaunchedAt, a.LaunchedAt, a.Transfer, checkpointGB(r)
 			e.InstanceType, e.GPU, e.GPUs, e.Purchase = "", "", 0, ""
 			closed = append(closed, e)
+		}
+		if a.DataTransfer > 0 && bought {
+			closed = append(closed, datasetOf(r, a, base))
 		}
 		if len(a.Spans) == 0 {
 			if a.LaunchedAt.IsZero() || !end.After(a.LaunchedAt) {
@@ -103,6 +107,21 @@ func Charges(r *job.Record, now time.Time) (closed, open []Entry) {
 	return closed, open
 }
 
+// datasetOf is the egress of a job's input data to an attempt placed
+// outside the data's region: charged once, when the attempt's capacity was
+// bought, where the data leaves (the provider and region that bill it),
+// at the published transfer rate (its list price).
+func datasetOf(r *job.Record, a *job.Attempt, base Entry) Entry {
+	e := base
+	e.ID = fmt.Sprintf("%s/a%d/dataset", r.ID, a.N)
+	e.Kind, e.Category, e.Unit = Transfer, CategoryDataset, "GB"
+	e.Provider, e.Region, e.Zone = r.Spec.Data.Provider, r.Spec.Data.Region, ""
+	e.Start, e.End, e.Quantity = a.LaunchedAt, a.LaunchedAt, r.Spec.Data.SizeGB
+	e.Cost, e.ListCost = a.DataTransfer, a.DataTransfer
+	e.InstanceType, e.GPU, e.GPUs, e.Purchase = "", "", 0, ""
+	return e
+}
+
 // storageOf is the charge for keeping a job's checkpoint (Record.StorageAt),
 // from its first checkpoint to its end, where its last attempt ran: one
 // entry, closed when the job ends.
@@ -119,7 +138,7 @@ func storageOf(r *job.Record, now time.Time) (Entry, bool) {
 		end = s.CheckpointSince
 	}
 	gb := float64(s.Checkpoint.Size) / 1e9
-	e := Entry{ID: r.ID + "/storage", Kind: Storage, Category: "checkpoint", Unit: "GB-Month",
+	e := Entry{ID: r.ID + "/storage", Kind: Storage, Category: CategoryCheckpoint, Unit: "GB-Month",
 		Start: s.CheckpointSince, End: end, Cost: r.StorageAt(end),
 		PricePerHour: money.StorageCost(money.ObjectStoragePerGBMonth, gb, time.Hour),
 		Quantity:     gb * end.Sub(s.CheckpointSince).Hours() / money.HoursPerMonth,

@@ -87,6 +87,11 @@ type Requirements struct {
 	// to another region or cloud costs its transfer.
 	CkptProvider, CkptRegion string
 	CkptGB                   float64
+	// Where the job's input data lives and how big it is (its spec's
+	// data): every attempt placed in another region or cloud pays its
+	// egress.
+	DataProvider, DataRegion string
+	DataGB                   float64
 	// How the job checkpoints, for the risk of interruptions.
 	CkptDisabled bool
 	CkptTime     time.Duration
@@ -126,7 +131,7 @@ func requirements(s *job.Spec) Requirements {
 	r := s.Resources
 	p := s.Placement
 	j := func(l []string) string { return strings.Join(l, ",") }
-	return Requirements{
+	req := Requirements{
 		Accelerators: j(r.Accelerators), MinGPUMemoryGB: r.MinGPUMemoryGB, GPUsPerNode: max(1, r.GPUsPerNode), Nodes: max(1, r.Nodes),
 		MinVCPUs: r.MinVCPUs, MinMemoryGiB: r.MinMemoryGiB, Purchase: s.Purchase, MaxPrice: s.MaxPricePerHour, MaxCost: s.MaxCost,
 		Work: s.Work.ReferenceDuration(s.TotalGPUs()), RefGPU: s.Work.ReferenceGPU, Class: s.Class(),
@@ -134,6 +139,10 @@ func requirements(s *job.Spec) Requirements {
 		CkptDisabled: s.Checkpoint.Disabled, CkptTime: s.Checkpoint.Duration.D(), CkptInterval: s.Checkpoint.Interval.D(), CkptSizeGB: s.Checkpoint.SizeGB,
 		SkipShortNotice: s.Checkpoint.SkipShortNotice,
 	}
+	if s.Data.Declared() {
+		req.DataProvider, req.DataRegion, req.DataGB = s.Data.Provider, s.Data.Region, s.Data.SizeGB
+	}
+	return req
 }
 
 // queueLess orders the queue: higher priority first, then first come first
@@ -312,14 +321,31 @@ type needs struct {
 	staticMsgs   [numReasons]string
 	staticOnly   []job.PendingReason
 
-	// moveTime and moveCost are, by region index, what moving the job's
-	// checkpoint there takes (nil when there is nothing to move).
-	moveTime []time.Duration
-	moveCost []money.Micros
+	// carry is, by region index, what an attempt there pays to bring in
+	// the job's checkpoint and input data (nil when there is neither).
+	carry []regionCarry
 	// ckptRegion is the region (provider/region) of the job's
 	// checkpoint, "" when it has none.
 	ckptRegion string
 	ckpt       bidding.Checkpointing
+}
+
+// regionCarry is what an attempt in one region pays to bring in what the
+// job needs: moving its checkpoint there (time and egress), and reading
+// its input data there (egress, every attempt).
+type regionCarry struct {
+	moveTime time.Duration
+	moveCost money.Micros
+	data     money.Micros
+}
+
+// carryTo is what an attempt on offer o pays to bring in the job's
+// checkpoint and data (zero when there is nothing to bring).
+func (n *needs) carryTo(o *compiledOffer) regionCarry {
+	if n.carry == nil {
+		return regionCarry{}
+	}
+	return n.carry[o.region]
 }
 
 func (co *compiledOffers) compileNeeds(r *Requirements, tp bidding.ThroughputTable, rules *ruleCache) *needs {
@@ -363,11 +389,17 @@ func (co *compiledOffers) compileNeeds(r *Requirements, tp bidding.ThroughputTab
 	if r.CkptProvider != "" {
 		n.ckptRegion = r.CkptProvider + "/" + r.CkptRegion
 	}
-	if r.CkptProvider != "" && r.CkptGB > 0 {
-		n.moveTime = make([]time.Duration, len(co.regions))
-		n.moveCost = make([]money.Micros, len(co.regions))
+	moves, data := r.CkptProvider != "" && r.CkptGB > 0, r.DataProvider != "" && r.DataGB > 0
+	if moves || data {
+		n.carry = make([]regionCarry, len(co.regions))
 		for i, rg := range co.regions {
-			n.moveTime[i], n.moveCost[i] = bidding.Transfer(r.CkptProvider, r.CkptRegion, rg.provider, rg.region, r.CkptGB)
+			c := &n.carry[i]
+			if moves {
+				c.moveTime, c.moveCost = bidding.Transfer(r.CkptProvider, r.CkptRegion, rg.provider, rg.region, r.CkptGB)
+			}
+			if data {
+				_, c.data = bidding.Transfer(r.DataProvider, r.DataRegion, rg.provider, rg.region, r.DataGB)
+			}
 		}
 	}
 	return n

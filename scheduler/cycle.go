@@ -149,7 +149,7 @@ func (s *Scheduler) cycle(ctx context.Context) {
 func (s *Scheduler) place(ctx context.Context, p Placement, attempt int) {
 	o := p.Offer
 	in := job.Place{
-		Attempt: attempt, MaxPrice: p.MaxPrice, Baseline: p.Baseline, Transfer: p.Transfer, EstimatedRuntime: p.Estimate.Runtime, EstimatedCost: p.Estimate.Cost, CheckpointRoot: s.o.CheckpointRoot,
+		Attempt: attempt, MaxPrice: p.MaxPrice, Baseline: p.Baseline, Transfer: p.Transfer, DataTransfer: p.DataTransfer, EstimatedRuntime: p.Estimate.Runtime, EstimatedCost: p.Estimate.Cost, CheckpointRoot: s.o.CheckpointRoot,
 		Placement: job.Placement{OfferID: o.ID(), Provider: o.Provider, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
 			GPU: o.GPU, GPUs: o.GPUs, Nodes: p.Nodes, Purchase: string(o.Purchase), PricePerHour: o.Price,
 			OnDemandPrice: o.OnDemandPrice},

@@ -69,6 +69,10 @@ type Placement struct {
 	// Transfer is what carrying the job's checkpoint to the offer's
 	// region costs (zero in the region it was written in).
 	Transfer money.Micros
+	// DataTransfer is what reading the job's input data into the offer's
+	// region costs the attempt (zero in the data's region, or for a job
+	// that declares no data).
+	DataTransfer money.Micros
 
 	q *QueuedJob // the job decided on
 }
@@ -187,9 +191,8 @@ func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 			best.available -= cj.nodes
 		}
 		p := Placement{JobID: q.ID, Offer: *best.offer, Nodes: cj.nodes, Estimate: est, q: q}
-		if cj.moveCost != nil {
-			p.Transfer = cj.moveCost[best.region]
-		}
+		c := cj.carryTo(best)
+		p.Transfer, p.DataTransfer = c.moveCost, c.data
 		if runningOn == nil && q.attempt == 0 {
 			p.Baseline = co.onDemandBaseline(cj)
 		}
@@ -331,15 +334,17 @@ func (co *compiledOffers) onDemandBaseline(cj *compiledJob) money.Micros {
 }
 
 // estimate is the expected cost to finish on an offer: the price for the
-// boot and the work, the checkpoint's move there, and the expected cost of
-// the offer being taken back (work redone since the last checkpoint, the
+// boot and the work, the checkpoint's move there, the input data's egress
+// there (paid again by each restart), and the expected cost of the offer
+// being taken back (work redone since the last checkpoint, the
 // changeovers, periodic checkpoint writes, checkpoint storage).
 func (cj *compiledJob) estimate(now time.Time, o *compiledOffer, runtime time.Duration) bidding.Estimate {
 	in := bidding.RiskInput{Now: now, PricePerHour: o.price, Nodes: cj.nodes, Startup: o.startup, Runtime: runtime,
 		InterruptionsPerHour: o.rate, Checkpoint: cj.ckpt, Provider: o.offer.Provider, Region: o.offer.Region, NoticeWindow: o.notice}
-	if cj.moveTime != nil {
-		in.Startup += cj.moveTime[o.region]
-		in.Extra = cj.moveCost[o.region]
+	if cj.carry != nil {
+		c := &cj.carry[o.region]
+		in.Startup += c.moveTime
+		in.Extra, in.Egress = c.moveCost, c.data
 	}
 	est := bidding.ExpectedCost(in).Estimate
 	est.Cost += cj.reservedOverflow(now, o, est)

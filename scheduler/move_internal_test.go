@@ -63,3 +63,58 @@ func TestMovesThatPay(t *testing.T) {
 		t.Fatalf("expected %s to finish after the move, %s staying: the move must save at least 20%%", m.expect, m.staying)
 	}
 }
+
+// A move to another region pays the job's data's egress again (its new
+// attempt reads the data there); a move within the data's region does
+// not. The pre-training example, half done on $27.45/h on-demand in
+// us-east-1 where its 120 TB of data live, is offered capacity at 40% of
+// the price: in another zone of its region it moves, in another region
+// it stays (the $2,400 of egress eats the saving), and without data it
+// moves there too.
+func TestMovesPayTheDatasetAgain(t *testing.T) {
+	b, err := os.ReadFile("../examples/llm-pretrain.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := catalog.Default()
+	price := money.MustParse("27.44705")
+	here := offer("aws", "us-east-1", "p4de.24xlarge", "A100-80GB", 8, "27.44705").get()
+	here.Zone = "us-east-1c"
+	sameRegion := here
+	sameRegion.Zone, sameRegion.Price = "us-east-1d", price.Scale(40, 100)
+	otherRegion := offer("aws", "us-west-2", "p4de.24xlarge", "A100-80GB", 8, "27.44705").get()
+	otherRegion.Zone, otherRegion.Price = "us-west-2b", price.Scale(40, 100)
+	for _, c := range []struct {
+		name  string
+		data  job.Data
+		cheap providers.Offer
+		moves bool
+	}{
+		{"data here, cheaper in another zone of its region", job.Data{Provider: "aws", Region: "us-east-1", SizeGB: 120_000}, sameRegion, true},
+		{"data here, cheaper in another region", job.Data{Provider: "aws", Region: "us-east-1", SizeGB: 120_000}, otherRegion, false},
+		{"no data, cheaper in another region", job.Data{}, otherRegion, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			spec, err := job.Parse(b, cat)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec.Data = c.data
+			start := t0.Add(-3 * time.Hour)
+			rec := &job.Record{ID: job.NewID(t0), Spec: spec, Status: job.Status{
+				State: job.Running, SubmittedAt: start.Add(-24 * time.Hour), Attempt: 2, Progress: 0.55,
+				Checkpoint: &job.CheckpointRef{Attempt: 1, Step: 100, Progress: 0.5},
+				Current: &job.Attempt{N: 2, LaunchKey: "x-a2", PlacedAt: start, LaunchedAt: start, RunningAt: start,
+					Placement: job.Placement{OfferID: here.ID(), Provider: "aws", Region: "us-east-1", Zone: here.Zone, InstanceType: here.InstanceType,
+						GPU: here.GPU, GPUs: 8, Nodes: 4, Purchase: string(providers.OnDemand), PricePerHour: price},
+					EstimatedRuntime: job.Duration(32 * time.Hour), StartProgress: 0.5},
+			}}
+			s := &Scheduler{o: Options{Arbitrage: Arbitrage{Saving: DefaultArbitrageSaving, MinStay: DefaultArbitrageMinStay}}}
+			snap := Snapshot{Now: t0, Offers: []providers.Offer{here, c.cheap}, Throughput: cat, Geography: cat.GeographyOf, Rates: map[string]float64{}}
+			got := s.decideMoves(snap, []*job.Record{rec})
+			if moved := len(got) == 1 && got[0].to == c.cheap.ID(); moved != c.moves || (!c.moves && len(got) != 0) {
+				t.Fatalf("moves %+v; want a move to %s: %v", got, c.cheap.ID(), c.moves)
+			}
+		})
+	}
+}

@@ -174,10 +174,12 @@ func (co *compiledOffers) policyState(cj *compiledJob, s Snapshot, market, od *c
 			st.Zones = append(st.Zones, sz)
 			zones = append(zones, nil)
 		}
-		if cj.moveCost != nil {
+		if cj.carry != nil {
 			// What a move between regions pays: the dearest carry of
-			// the checkpoint to any of these zones.
-			st.MoveCost = max(st.MoveCost, cj.moveCost[o.region])
+			// the checkpoint to any of these zones, with the input
+			// data's egress there (a new attempt reads it again).
+			c := cj.carry[o.region]
+			st.MoveCost = max(st.MoveCost, c.moveCost+c.data)
 		}
 		return i
 	}

@@ -41,8 +41,8 @@ bar chart, a self-contained SVG file.`
 // of its own.
 var costsOutputs = []string{"table", "wide", "json", "yaml", "csv", "focus"}
 
-// costKeys are what costs may be grouped by.
-var costKeys = []string{"team", "provider", "purchase", "region", "gpu", "job"}
+// costKeys are what costs may be grouped by: what the server groups by.
+var costKeys = api.CostGroups
 
 // costsFlags are the flags of `spotwise costs`, as given.
 type costsFlags struct {

@@ -32,7 +32,11 @@ func printQuote(w io.Writer, rep *quoteReport, top int) {
 		fmt.Fprintln(w, "No option: every offer is excluded (see below).")
 	} else {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "#\tPROVIDER\tREGION\tZONE\tINSTANCE\tGPUS\tPURCHASE\tPRICE/H\tRUNTIME\tEXPECTED COST\tRISK (INT. / P)\tDEADLINE")
+		egressCol := ""
+		if j.Data != nil {
+			egressCol = "\tDATA EGRESS"
+		}
+		fmt.Fprintln(tw, "#\tPROVIDER\tREGION\tZONE\tINSTANCE\tGPUS\tPURCHASE\tPRICE/H\tRUNTIME\tEXPECTED COST\tRISK (INT. / P)\tDEADLINE"+egressCol)
 		for _, o := range rows {
 			nodes := ""
 			if o.Nodes > 1 {
@@ -45,15 +49,23 @@ func printQuote(w io.Writer, rep *quoteReport, top int) {
 					meets += " (" + humanDur(j.Deadline.Sub(o.Finish)) + " spare)"
 				}
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s%s\t%dx %s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Rank, o.Provider, o.Region, o.Zone, nodes, o.InstanceType,
+			egress := ""
+			if j.Data != nil {
+				egress = "\t" + o.DataEgress.Human()
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s%s\t%dx %s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", o.Rank, o.Provider, o.Region, o.Zone, nodes, o.InstanceType,
 				o.GPUs, o.GPU, o.Purchase, o.PricePerHour.Human(), humanDur(hoursDur(o.ExpectedRuntimeHours)), o.ExpectedCost.Human(),
-				riskText(o), meets)
+				riskText(o), meets, egress)
 		}
 		_ = tw.Flush()
 		if len(rep.Options) > len(rows) {
 			fmt.Fprintf(w, "... and %d more (--top 0 shows all)\n", len(rep.Options)-len(rows))
 		}
 		fmt.Fprintln(w, "Expected cost and runtime include periodic checkpoints and, for each interruption, the restart, moving the checkpoint and, where the checkpoint does not fit in the notice (*), the work since the last periodic checkpoint.")
+		if d := j.Data; d != nil {
+			fmt.Fprintf(w, "The job's data (%g GB in %s %s) is read by every attempt: outside its region, each pays its egress (DATA EGRESS), in the expected cost once and again for each interruption.\n",
+				d.SizeGB, d.Provider, d.Region)
+		}
 		for _, o := range rows {
 			if o.ShortNotice {
 				fmt.Fprintf(w, "* %s warns %s before taking the capacity back, less than the job's checkpoint takes (%s): an interruption there loses the work since the last periodic checkpoint (checkpoint.skip_short_notice: true leaves such offers out).\n",
@@ -64,8 +76,12 @@ func printQuote(w io.Writer, rep *quoteReport, top int) {
 	}
 	switch d := rep.Decision; {
 	case d.Offer != "":
-		fmt.Fprintf(w, "\nThe scheduler would place it now on %s (%s): %s/h, %s, %s to finish.\n", d.Offer, plural(d.Nodes, "node"),
-			d.PricePerHour.MulInt(max(1, d.Nodes)).Human(), humanDur(d.Runtime.D()), d.Cost.Human())
+		egress := ""
+		if d.DataTransfer > 0 {
+			egress = fmt.Sprintf(" (%s of it reading the job's data there)", d.DataTransfer.Human())
+		}
+		fmt.Fprintf(w, "\nThe scheduler would place it now on %s (%s): %s/h, %s, %s to finish%s.\n", d.Offer, plural(d.Nodes, "node"),
+			d.PricePerHour.MulInt(max(1, d.Nodes)).Human(), humanDur(d.Runtime.D()), d.Cost.Human(), egress)
 	case len(d.Pending) > 0:
 		fmt.Fprintf(w, "\nThe scheduler would not place it now: %s\n", d.Pending[len(d.Pending)-1].Message)
 	}

@@ -81,6 +81,10 @@ type Report struct {
 	// regions (egress, which the simulated cloud does not bill): not in
 	// Attributed.
 	Transfers money.Micros
+	// DataTransfers are the jobs' charges for reading their declared
+	// input data into another region (egress, which the simulated cloud
+	// does not bill either): not in Attributed.
+	DataTransfers money.Micros
 	// Storage is what keeping the jobs' checkpoints cost (object storage,
 	// which the simulated cloud does not bill): not in Attributed.
 	Storage money.Micros
@@ -152,17 +156,18 @@ func (r *Report) money(f Final) {
 	}
 	for _, rec := range f.Records {
 		// The cloud bills instances; the checkpoints carried between
-		// regions are spotwise's charge for egress, which the simulated
-		// cloud does not bill.
+		// regions and the data read into other regions are spotwise's
+		// charges for egress, which the simulated cloud does not bill.
 		r.Attributed += rec.CostAt(f.Now)
 		r.Storage += rec.StorageAt(f.Now)
 		for _, a := range attemptsOf(rec) {
 			if !a.LaunchedAt.IsZero() {
 				r.Transfers += a.Transfer
+				r.DataTransfers += a.DataTransfer
 			}
 		}
 	}
-	r.Attributed -= r.Transfers + r.Storage
+	r.Attributed -= r.Transfers + r.DataTransfers + r.Storage
 	for _, o := range f.Overheads {
 		r.Overhead += o.Cost
 	}
@@ -181,7 +186,7 @@ func (r *Report) money(f Final) {
 				billed[id] = true
 				charged += byInstance[id]
 			}
-			if got := a.Cost - a.Transfer; a.Outcome != "" && got != charged && len(r.Unbilled) < 10 {
+			if got := a.Cost - a.TransfersAt(a.EndedAt); a.Outcome != "" && got != charged && len(r.Unbilled) < 10 {
 				r.Unbilled = append(r.Unbilled, Problem{rec.ID, fmt.Sprintf("attempt %d (%s) billed %s, the cloud charged %s for its instances %v",
 					a.N, a.Outcome, got.Decimal(), charged.Decimal(), a.Instances)})
 			}
@@ -369,7 +374,8 @@ func (r Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, ", target <= %d\n", MaxLiveAttemptsTarget)
 	fmt.Fprintf(w, "cloud bill            %s (every instance, launch to end, at its price)\n", r.CloudBill.Decimal())
-	fmt.Fprintf(w, "billed to jobs        %s for instances, %s for checkpoints carried between regions, %s for storing them\n", r.Attributed.Decimal(), r.Transfers.Decimal(), r.Storage.Decimal())
+	fmt.Fprintf(w, "billed to jobs        %s for instances, %s for checkpoints carried between regions, %s for storing them, %s for data read in other regions\n",
+		r.Attributed.Decimal(), r.Transfers.Decimal(), r.Storage.Decimal(), r.DataTransfers.Decimal())
 	fmt.Fprintf(w, "overhead (orphans)    %s\n", r.Overhead.Decimal())
 	fmt.Fprintf(w, "billed to no job      %s micro-dollars: %d\n", r.Unattributed.Decimal(), int64(r.Unattributed))
 	printProblems(w, r.Unbilled, 20)

@@ -83,6 +83,20 @@ func recordOf(id string, nodes int, insts ...providers.Instance) *job.Record {
 	return r
 }
 
+// dataEgress has j-a's second attempt (on instance in) read its data in
+// another region, $10 of egress billed with it, and a third attempt
+// placed there whose launch was refused: it read nothing.
+func dataEgress(f *Final, in providers.Instance) {
+	r := f.Records["j-a"]
+	a := &r.Status.Attempts[1]
+	a.LaunchedAt, a.EndedAt, a.DataTransfer = in.LaunchedAt, in.EndedAt, money.MustParse("10")
+	a.Cost += a.DataTransfer
+	r.Status.EndedCost += a.DataTransfer
+	r.Status.Attempts = append(r.Status.Attempts, job.Attempt{N: 3, LaunchKey: job.LaunchKey("j-a", 3), Outcome: job.OutcomeLaunchFailed,
+		DataTransfer: money.MustParse("10")})
+	r.Status.Attempt = 3
+}
+
 func TestCompute(t *testing.T) {
 	a1, a2 := inst("j-a", 1, 0, 0, 30), inst("j-a", 2, 0, 29, 60)
 	b1, b2 := inst("j-b", 1, 0, 0, 20), inst("j-b", 1, 1, 0, 20)
@@ -146,6 +160,21 @@ func TestCompute(t *testing.T) {
 		}, missed: "-0.000005 of spend billed to no job", check: func(t *testing.T, r Report) {
 			if len(r.Unbilled) != 1 || !strings.Contains(r.Unbilled[0].Why, "attempt 2") {
 				t.Errorf("unbilled %+v", r.Unbilled)
+			}
+		}},
+		{name: "the data's egress is billed to the jobs apart from their instances", edit: func(f *Final) {
+			dataEgress(f, a2)
+		}, check: func(t *testing.T, r Report) {
+			if r.DataTransfers != money.MustParse("10") || r.Transfers != 0 || r.Unattributed != 0 || r.CloudBill != r.Attributed {
+				t.Errorf("data transfers %s, transfers %s, attributed %s of a bill of %s", r.DataTransfers, r.Transfers, r.Attributed, r.CloudBill)
+			}
+		}},
+		{name: "the data's egress is no attempt's difference with the cloud", edit: func(f *Final) {
+			dataEgress(f, a2)
+			f.Instances = append(f.Instances, orphan)
+		}, missed: "billed to no job", check: func(t *testing.T, r Report) {
+			if r.DataTransfers != money.MustParse("10") || r.Unattributed != InstanceBill(orphan, time.Time{}) || len(r.Unbilled) != 1 || !strings.Contains(r.Unbilled[0].Why, orphan.ID) {
+				t.Errorf("data transfers %s, unattributed %s, unbilled %+v", r.DataTransfers, r.Unattributed, r.Unbilled)
 			}
 		}},
 		{name: "a third attempt live at once", edit: func(f *Final) {

@@ -74,8 +74,13 @@ func DryRun(ctx context.Context, cfg Config, out io.Writer, log *zap.Logger, opt
 	fmt.Fprintln(tw, "  JOB\tWOULD RUN ON\tPURCHASE\tPRICE/H\tRUNTIME\tEXPECTED COST")
 	for _, p := range plan.Placements {
 		o := p.Offer
+		cost := p.Estimate.Cost.Human()
+		if p.DataTransfer > 0 {
+			// Reading the job's data into another region: once per attempt.
+			cost += " (" + p.DataTransfer.Human() + " of it data egress)"
+		}
 		fmt.Fprintf(tw, "  %s\t%d x %s/%s %s\t%s\t%s\t%s\t%s\n", p.JobID, p.Nodes, o.Provider, o.Zone, o.InstanceType, o.Purchase,
-			o.Price.MulInt(p.Nodes).Human(), p.Estimate.Runtime.Round(60e9), p.Estimate.Cost.Human())
+			o.Price.MulInt(p.Nodes).Human(), p.Estimate.Runtime.Round(60e9), cost)
 	}
 	for _, p := range plan.Pending {
 		fmt.Fprintf(tw, "  %s\tnot placed: %s\t\t\t\t\n", p.JobID, p.Reasons[len(p.Reasons)-1].Message)

@@ -31,11 +31,14 @@ type QuoteReport struct {
 // estimate (the attempt's estimated runtime and cost), or, with Pending
 // set, why it would wait.
 type QuoteDecision struct {
-	Offer        string              `json:"offer,omitempty"`
-	Nodes        int                 `json:"nodes,omitempty"`
-	PricePerHour money.Micros        `json:"price_per_hour,omitempty"`
-	Runtime      job.Duration        `json:"runtime,omitempty"`
-	Cost         money.Micros        `json:"cost,omitempty"`
+	Offer        string       `json:"offer,omitempty"`
+	Nodes        int          `json:"nodes,omitempty"`
+	PricePerHour money.Micros `json:"price_per_hour,omitempty"`
+	Runtime      job.Duration `json:"runtime,omitempty"`
+	Cost         money.Micros `json:"cost,omitempty"`
+	// DataTransfer is what the attempt would pay to read the job's input
+	// data into the offer's region (part of Cost).
+	DataTransfer money.Micros        `json:"data_transfer_cost,omitempty"`
 	Finish       *time.Time          `json:"finish,omitempty"`
 	Pending      []job.PendingReason `json:"pending,omitempty"`
 }
@@ -53,6 +56,8 @@ type QuoteJob struct {
 	// CheckpointTime is how long one checkpoint takes (the default when
 	// the spec does not say).
 	CheckpointTime time.Duration `json:"checkpoint_time"`
+	// Data is where the job's input data lives, when it says so.
+	Data *job.Data `json:"data,omitempty"`
 }
 
 type QuoteBook struct {
@@ -89,10 +94,14 @@ type QuoteOption struct {
 	// NoticeSeconds is the offer's interruption notice; ShortNotice says
 	// the job's checkpoint does not fit in it, so an interruption there
 	// loses the work since the last periodic checkpoint.
-	NoticeSeconds float64   `json:"notice_seconds"`
-	ShortNotice   bool      `json:"short_notice"`
-	Finish        time.Time `json:"finish"`
-	MeetsDeadline bool      `json:"meets_deadline"`
+	NoticeSeconds float64 `json:"notice_seconds"`
+	ShortNotice   bool    `json:"short_notice"`
+	// DataEgress is what each attempt on the offer pays to read the job's
+	// input data into its region (part of ExpectedCost, with the reads
+	// again after the interruptions expected).
+	DataEgress    money.Micros `json:"data_egress,omitempty"`
+	Finish        time.Time    `json:"finish"`
+	MeetsDeadline bool         `json:"meets_deadline"`
 	opt           bidding.Option
 }
 
@@ -165,6 +174,9 @@ func Quote(in QuoteInput) *QuoteReport {
 	if !deadline.IsZero() {
 		rep.Job.Deadline = &deadline
 	}
+	if d := spec.Data; d.Declared() {
+		rep.Job.Data = &d
+	}
 	jr := bidding.JobRisk{Now: now, Nodes: spec.Resources.Nodes, Deadline: deadline, Checkpoint: bidding.Checkpointing{
 		Disabled: spec.Checkpoint.Disabled, Time: spec.Checkpoint.Duration.D(), Interval: spec.Checkpoint.Interval.D(), SizeGB: spec.Checkpoint.SizeGB}}
 	rate := in.Rate
@@ -215,7 +227,11 @@ func Quote(in QuoteInput) *QuoteReport {
 	}
 	bidding.RankOptions(opts)
 	for i, o := range opts {
-		rep.Options = append(rep.Options, quoteRow(i+1, o, spec.Resources.Nodes))
+		row := quoteRow(i+1, o, spec.Resources.Nodes)
+		if d := spec.Data; d.Declared() {
+			_, row.DataEgress = bidding.Transfer(d.Provider, d.Region, o.Offer.Provider, o.Offer.Region, d.SizeGB)
+		}
+		rep.Options = append(rep.Options, row)
 	}
 	rep.Recommendations = bidding.Recommend(bidding.DecisionRules, quoteFacts(spec, rep, append(slices.Clone(opts), others...), snap, in))
 	decide := snap
@@ -224,7 +240,7 @@ func Quote(in QuoteInput) *QuoteReport {
 	for _, p := range plan.Placements {
 		finish := p.Estimate.Finish
 		rep.Decision = QuoteDecision{Offer: p.Offer.ID(), Nodes: p.Nodes, PricePerHour: p.Offer.Price, Runtime: job.Duration(p.Estimate.Runtime),
-			Cost: p.Estimate.Cost, Finish: &finish}
+			Cost: p.Estimate.Cost, DataTransfer: p.DataTransfer, Finish: &finish}
 	}
 	for _, p := range plan.Pending {
 		rep.Decision.Pending = p.Reasons
