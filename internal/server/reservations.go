@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -207,13 +208,13 @@ func (c *Config) reservations() ([]providers.Reservation, error) {
 }
 
 // reservationsBy splits the reservations by the cloud that sells them:
-// the simulated cloud's, the AWS capacity reservation IDs, the Azure
-// reservations.
-func (c *Config) reservationsBy(rs []providers.Reservation) (simulated []providers.Reservation, awsIDs []string, az []azure.Reservation) {
+// the simulated cloud's, the AWS capacity reservations (ID and hourly
+// price), the Azure reservations.
+func (c *Config) reservationsBy(rs []providers.Reservation) (simulated []providers.Reservation, awsRes []providers.Reservation, az []azure.Reservation) {
 	for i, r := range rs {
 		switch {
 		case r.Provider == aws.ProviderName && c.Providers.AWS != nil:
-			awsIDs = append(awsIDs, r.ID)
+			awsRes = append(awsRes, r)
 		case r.Provider == azure.Name && c.Providers.Azure != nil:
 			t, _ := providers.ParseTerm(string(c.Reservations[i].Term))
 			az = append(az, azure.Reservation{Region: r.Region, VMSize: r.InstanceType, Term: string(t), Count: r.Count})
@@ -221,19 +222,25 @@ func (c *Config) reservationsBy(rs []providers.Reservation) (simulated []provide
 			simulated = append(simulated, r)
 		}
 	}
-	return simulated, awsIDs, az
+	return simulated, awsRes, az
 }
 
 // withReservations is the AWS and Azure configuration with the
-// reservations of the server's configuration added to their own.
-func (p ProvidersConfig) withReservations(awsIDs []string, az []azure.Reservation) ProvidersConfig {
-	if p.AWS != nil && len(awsIDs) > 0 {
+// reservations of the server's configuration added to their own: an AWS
+// reservation's instances bill its configured hourly price.
+func (p ProvidersConfig) withReservations(awsRes []providers.Reservation, az []azure.Reservation) ProvidersConfig {
+	if p.AWS != nil && len(awsRes) > 0 {
 		c := *p.AWS
 		c.Reservations.IDs = slices.Clone(c.Reservations.IDs)
-		for _, id := range awsIDs {
-			if !slices.Contains(c.Reservations.IDs, id) {
-				c.Reservations.IDs = append(c.Reservations.IDs, id)
+		c.Reservations.Prices = maps.Clone(c.Reservations.Prices)
+		if c.Reservations.Prices == nil {
+			c.Reservations.Prices = map[string]money.Micros{}
+		}
+		for _, r := range awsRes {
+			if !slices.Contains(c.Reservations.IDs, r.ID) {
+				c.Reservations.IDs = append(c.Reservations.IDs, r.ID)
 			}
+			c.Reservations.Prices[r.ID] = r.Price
 		}
 		p.AWS = &c
 	}

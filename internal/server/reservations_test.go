@@ -138,14 +138,18 @@ func TestReservationsGoToTheCloudThatSellsThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	simulated, awsIDs, az := c.reservationsBy(rs)
-	if len(simulated) != 1 || simulated[0].ID != "gcp-a100" || !slices.Equal(awsIDs, []string{"cr-0123456789abcdef0"}) ||
+	simulated, awsRes, az := c.reservationsBy(rs)
+	if len(simulated) != 1 || simulated[0].ID != "gcp-a100" || len(awsRes) != 1 || awsRes[0].ID != "cr-0123456789abcdef0" ||
 		len(az) != 1 || az[0].VMSize != "Standard_NC24ads_A100_v4" || az[0].Term != "1y" || az[0].Count != 2 {
-		t.Fatalf("sim %+v, aws %v, azure %+v", simulated, awsIDs, az)
+		t.Fatalf("sim %+v, aws %v, azure %+v", simulated, awsRes, az)
 	}
-	p := c.Providers.withReservations(awsIDs, az)
+	p := c.Providers.withReservations(awsRes, az)
 	if !slices.Contains(p.AWS.Reservations.IDs, "cr-0123456789abcdef0") || len(p.Azure.Reservations) != len(examples.Azure.Reservations)+1 {
 		t.Fatalf("providers got %v and %+v", p.AWS.Reservations.IDs, p.Azure.Reservations)
+	}
+	// Its instances bill the configured price (AWS sells the offer at zero).
+	if got := p.AWS.Reservations.Prices["cr-0123456789abcdef0"]; got != money.MustParse("1.5") {
+		t.Errorf("the AWS reservation's instances bill %s, want 1.5", got)
 	}
 	if slices.Contains(examples.AWS.Reservations.IDs, "cr-0123456789abcdef0") && len(examples.AWS.Reservations.IDs) == 1 {
 		// The example names that ID itself: nothing to add, nothing twice.

@@ -13,6 +13,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers/catalog"
 )
 
@@ -97,6 +98,11 @@ type ReservationsConfig struct {
 	// Discover also sells every active reservation of the configured
 	// instance types that DescribeCapacityReservations finds.
 	Discover bool `json:"discover,omitempty"`
+	// Prices are what one instance-hour of a reservation costs, by ID (a
+	// Capacity Block's fee over its hours). A reservation without one is
+	// billed at its instance type's on-demand price, which is what AWS
+	// charges for an On-Demand Capacity Reservation, used or not.
+	Prices map[string]money.Micros `json:"prices,omitempty"`
 }
 
 // Endpoints are base URLs for the SDK clients; empty keeps AWS's.

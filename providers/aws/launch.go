@@ -86,22 +86,31 @@ func (p *Provider) Launch(ctx context.Context, req providers.LaunchRequest) ([]p
 	if err != nil {
 		return nil, fmt.Errorf("launching %s: %w", offerID, err)
 	}
-	spec := launchSpec{req: req, region: r, userData: ud, tags: launchTags(req), token: clientToken(req.IdempotencyKey)}
+	spec := launchSpec{req: req, region: r, userData: ud, token: clientToken(req.IdempotencyKey)}
 	var ids []string
 	switch {
 	case o.Purchase == providers.Reserved:
 		p.mu.Lock()
 		res, ok := p.pickReservationLocked(o, req.Count)
+		price := p.reservationPriceLocked(o, res.ID)
 		p.mu.Unlock()
 		if !ok {
 			oc := providers.Outcome{Scope: providers.ScopeOffer, For: p.cfg.UnavailableFor.D()}
 			return nil, p.capacityLacking(o, oc.Err(offerID, "", fmt.Sprintf("no reservation has %d instances free", req.Count)))
 		}
+		// The offer is sold at zero (the term is paid whether used or
+		// not); its instances bill the reservation's hourly price, so
+		// the job pays for the hours it uses and the idle rest is the
+		// reservation's own.
+		o.Price, spec.req.Offer.Price = price, price
 		spec.reservation = &res
+		spec.tags = launchTags(spec.req)
 		ids, err = p.runInstances(ctx, spec)
 	case p.cfg.LaunchMethod == LaunchRunInstances:
+		spec.tags = launchTags(req)
 		ids, err = p.runInstances(ctx, spec)
 	default:
+		spec.tags = launchTags(req)
 		ids, err = p.createFleet(ctx, spec)
 	}
 	if err != nil {

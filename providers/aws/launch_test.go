@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spotwise/spotwise/internal/testutil"
+	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
 	"github.com/spotwise/spotwise/providers/aws/awsfake"
 )
@@ -316,7 +317,8 @@ func TestLaunchRefusesUnknownOffers(t *testing.T) {
 
 func TestReservedOffersAndLaunches(t *testing.T) {
 	h := newHarness(t, func(c *Config) {
-		c.Reservations = ReservationsConfig{IDs: []string{"cr-0a1b2c3d4e5f60718"}, Discover: true}
+		c.Reservations = ReservationsConfig{IDs: []string{"cr-0a1b2c3d4e5f60718"}, Discover: true,
+			Prices: map[string]money.Micros{"cr-0123456789abcdef0": usd("14.25")}}
 	})
 	for _, r := range []awsfake.Reservation{
 		{ID: "cr-0123456789abcdef0", InstanceType: "p4d.24xlarge", Zone: "us-east-1a", Type: "capacity-block", Available: 2, Total: 2},
@@ -344,13 +346,16 @@ func TestReservedOffersAndLaunches(t *testing.T) {
 		wantID     string
 		wantMarket string
 		wantICE    bool
+		// wantPrice is what the instances bill per hour: the block's
+		// configured price, the reservation's on-demand price.
+		wantPrice money.Micros
 	}{
-		{offer: block, count: 2, wantID: "cr-0123456789abcdef0", wantMarket: "capacity-block"},
-		{offer: odcr, count: 1, wantID: "cr-0a1b2c3d4e5f60718"},
+		{offer: block, count: 2, wantID: "cr-0123456789abcdef0", wantMarket: "capacity-block", wantPrice: usd("14.25")},
+		{offer: odcr, count: 1, wantID: "cr-0a1b2c3d4e5f60718", wantPrice: odcr.OnDemandPrice},
 		{offer: odcr, count: 2, wantICE: true},
 	}
 	for i, tt := range tests {
-		_, err := h.p.Launch(context.Background(), launchReq(tt.offer, "reserved-"+string(rune('a'+i)), tt.count))
+		got, err := h.p.Launch(context.Background(), launchReq(tt.offer, "reserved-"+string(rune('a'+i)), tt.count))
 		if tt.wantICE {
 			if !providers.IsInsufficientCapacity(err) {
 				t.Errorf("%d: got %v, want insufficient capacity", i, err)
@@ -367,6 +372,26 @@ func TestReservedOffersAndLaunches(t *testing.T) {
 		if got := f.Get("InstanceMarketOptions.MarketType"); got != tt.wantMarket {
 			t.Errorf("%d: market type %q, want %q", i, got, tt.wantMarket)
 		}
+		if tt.wantPrice == 0 {
+			t.Fatalf("%d: the case's price is unknown", i)
+		}
+		for _, in := range got {
+			if in.Price != tt.wantPrice || in.Purchase != providers.Reserved {
+				t.Errorf("%d: launched %s at %s (%s), want %s reserved", i, in.ID, in.Price, in.Purchase, tt.wantPrice)
+			}
+		}
+	}
+	// The instances listed again (as after a restart) bill the same.
+	listed, err := h.p.Instances(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	byRes := map[string]money.Micros{}
+	for _, in := range listed {
+		byRes[in.Reservation] = in.Price
+	}
+	if byRes["cr-0123456789abcdef0"] != usd("14.25") || byRes["cr-0a1b2c3d4e5f60718"] != odcr.OnDemandPrice {
+		t.Errorf("listed reserved instances bill %v", byRes)
 	}
 	if n := h.cloud.Calls("CreateFleet"); n != 0 {
 		t.Errorf("reserved launches went through CreateFleet %d times", n)

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
 )
 
@@ -112,6 +113,20 @@ func (p *Provider) catalogFacts(t string) (typeFacts, bool) {
 	}
 	g, _ := p.cat.GPU(it.GPU)
 	return typeFacts{GPU: g.Name, GPUs: it.GPUs, GPUMemoryGB: g.MemoryGB, VCPUs: it.VCPUs, MemoryGiB: it.MemoryGiB}, true
+}
+
+// reservationPriceLocked is what one instance-hour of reservation id costs:
+// its configured price, else the on-demand price of the offer's type.
+func (p *Provider) reservationPriceLocked(o providers.Offer, id string) money.Micros {
+	if m, ok := p.cfg.Reservations.Prices[id]; ok {
+		return m
+	}
+	if rs := p.regions[o.Region]; rs != nil {
+		if od, ok := p.onDemandLocked(o.Region, rs, o.InstanceType); ok {
+			return od
+		}
+	}
+	return o.OnDemandPrice
 }
 
 // pickReservationLocked chooses the reservation a reserved launch of n
