@@ -98,7 +98,7 @@ func (sc scenario) build(byName map[string]trace.Trace) ([]trace.Trace, simulate
 }
 
 // heterogeneous runs the suite; it returns the targets missed.
-func heterogeneous(root string, fractions []float64, jobHours, changeover float64, starts int) []string {
+func heterogeneous(root string, only []string, fractions []float64, jobHours, changeover float64, starts int) []string {
 	avail, err := trace.Load(filepath.Join(root, "availability/1-node/aws-02-15-2023"))
 	if err == nil {
 		err = trace.JoinPrices(avail, filepath.Join(root, "prices/aws-02-15-2023"))
@@ -116,6 +116,9 @@ func heterogeneous(root string, fractions []float64, jobHours, changeover float6
 	var sumRatio float64
 	var n int
 	for _, sc := range scenarios {
+		if len(only) > 0 && !slices.Contains(only, sc.name) {
+			continue
+		}
 		ts, prices, err := sc.build(byName)
 		if err != nil {
 			failures = append(failures, err.Error())

@@ -44,6 +44,8 @@ func main() {
 		multi      = flag.Bool("multi", true, "run all zones together")
 		check      = flag.Bool("check", true, "fail when a target is missed")
 		suite      = flag.String("suite", "", `"heterogeneous": the markets where zones differ in price and region, instead of -set`)
+		sets       = flag.String("sets", "", "with -suite heterogeneous: only these sets (comma-separated names)")
+		worst      = flag.Int("diagnose", 0, "with -suite heterogeneous: split spotwise's and the optimum's costs and show the N starts where spotwise loses most")
 	)
 	flag.Parse()
 	if *suite != "" {
@@ -60,8 +62,19 @@ func main() {
 			}
 			fr = append(fr, v)
 		}
+		var only []string
+		if *sets != "" {
+			only = strings.Split(*sets, ",")
+		}
+		if *worst > 0 {
+			if err := diagnose(*traces, only, fr, *jobHours, *changeover, *starts, *worst); err != nil {
+				fmt.Fprintln(os.Stderr, "bench-policy:", err)
+				os.Exit(2)
+			}
+			return
+		}
 		began := time.Now()
-		report(heterogeneous(*traces, fr, *jobHours, *changeover, *starts), began, *check)
+		report(heterogeneous(*traces, only, fr, *jobHours, *changeover, *starts), began, *check)
 		return
 	}
 	b, err := newBench(filepath.Join(*traces, *set), *nodes, *onDemand, *spot, *tracePrice)

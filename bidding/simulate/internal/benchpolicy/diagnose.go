@@ -1,0 +1,164 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/spotwise/spotwise/bidding"
+	"github.com/spotwise/spotwise/bidding/simulate"
+	"github.com/spotwise/spotwise/bidding/trace"
+)
+
+// Diagnosis (-diagnose N): where spotwise loses against the optimum on
+// the heterogeneous sets. For every set and C/R it replays spotwise and
+// the optimum from each start with their timelines, splits each run's
+// cost into spot, on-demand, changeovers (billed ticks without progress)
+// and egress, prints the mean split of both and the N starts where
+// spotwise pays most above the optimum, each with both plans drawn as
+// runs of one choice.
+
+// breakdown is one run's cost split, in dollars, and its counts.
+type breakdown struct {
+	spot, onDemand, change, egress, total float64
+	idleH, spotH, odH                     float64
+	moves                                 int
+	plan                                  string
+}
+
+func split(m *simulate.Market, start int, o simulate.Outcome) breakdown {
+	var b breakdown
+	h := m.Step.Hours()
+	var runs []string
+	cur, n := "", 0
+	flush := func() {
+		if n > 0 {
+			runs = append(runs, fmt.Sprintf("%s:%.1fh", cur, float64(n)*h))
+		}
+	}
+	for i, sl := range o.Timeline {
+		var price float64
+		name := sl.Choice.String()
+		switch sl.Choice.Kind {
+		case bidding.RunSpot:
+			price = m.SpotPrice(sl.Choice.Zone, start+i).Dollars() * h
+			b.spot += price
+			b.spotH += h
+			name = m.Zones[sl.Choice.Zone]
+		case bidding.RunOnDemand:
+			price = m.OnDemandPriceIn(sl.Choice.Zone).Dollars() * h
+			b.onDemand += price
+			b.odH += h
+			name = "od@" + m.Zones[sl.Choice.Zone]
+		default:
+			b.idleH += h
+		}
+		if sl.Changeover {
+			b.change += price
+		}
+		if name != cur {
+			flush()
+			cur, n = name, 0
+		}
+		n++
+	}
+	flush()
+	b.egress = o.Egress.Dollars()
+	b.total = o.Cost.Dollars()
+	b.moves = o.Moves
+	b.plan = strings.Join(runs, " ")
+	return b
+}
+
+func (b breakdown) line() string {
+	return fmt.Sprintf("$%7.2f = spot $%6.2f (%5.1fh) + od $%6.2f (%4.1fh) + egress $%5.2f; changeovers $%5.2f; idle %4.1fh; moves %d",
+		b.total, b.spot, b.spotH, b.onDemand, b.odH, b.egress, b.change, b.idleH, b.moves)
+}
+
+// diagnose prints the diagnosis of the sets named in only (all when
+// empty).
+func diagnose(root string, only []string, fractions []float64, jobHours, changeover float64, starts, worst int) error {
+	avail, err := trace.Load(filepath.Join(root, "availability/1-node/aws-02-15-2023"))
+	if err == nil {
+		err = trace.JoinPrices(avail, filepath.Join(root, "prices/aws-02-15-2023"))
+	}
+	if err != nil {
+		return err
+	}
+	byName := map[string]trace.Trace{}
+	for _, t := range avail {
+		byName[t.Name] = t
+	}
+	for _, sc := range scenarios {
+		if len(only) > 0 && !slices.Contains(only, sc.name) {
+			continue
+		}
+		ts, prices, err := sc.build(byName)
+		if err != nil {
+			return err
+		}
+		m, err := simulate.NewMarket(ts, 1, prices)
+		if err != nil {
+			return err
+		}
+		for _, frac := range fractions {
+			job := simulate.Job{Work: hours(jobHours), Deadline: hours(jobHours / frac), Changeover: hours(changeover)}
+			tk, err := m.Ticks(job)
+			if err != nil {
+				return err
+			}
+			st := simulate.EvenStarts(m.Len, tk.Deadline, starts)
+			sw, opt := make([]breakdown, len(st)), make([]breakdown, len(st))
+			var wg sync.WaitGroup
+			sem := make(chan struct{}, 2)
+			for k, s := range st {
+				wg.Go(func() {
+					sem <- struct{}{}
+					defer func() { <-sem }()
+					out := m.Run(bidding.Spotwise{}, tk, s, m.Observe(0, s), true)
+					sw[k] = split(m, s, out)
+					o, err := m.Optimal(tk, s, true)
+					if err == nil {
+						opt[k] = split(m, s, o)
+					}
+				})
+			}
+			wg.Wait()
+			mean := func(bs []breakdown) breakdown {
+				var a breakdown
+				for _, b := range bs {
+					a.spot, a.onDemand, a.change, a.egress, a.total = a.spot+b.spot, a.onDemand+b.onDemand, a.change+b.change, a.egress+b.egress, a.total+b.total
+					a.idleH, a.spotH, a.odH, a.moves = a.idleH+b.idleH, a.spotH+b.spotH, a.odH+b.odH, a.moves+b.moves
+				}
+				n := float64(len(bs))
+				a.spot, a.onDemand, a.change, a.egress, a.total = a.spot/n, a.onDemand/n, a.change/n, a.egress/n, a.total/n
+				a.idleH, a.spotH, a.odH = a.idleH/n, a.spotH/n, a.odH/n
+				a.moves = int(float64(a.moves)/n + 0.5)
+				return a
+			}
+			ms, mo := mean(sw), mean(opt)
+			fmt.Printf("%s C/R %.2f: spotwise %.3fx\n  spotwise mean %s\n  optimal  mean %s\n", sc.name, frac, ms.total/mo.total, ms.line(), mo.line())
+			idx := make([]int, len(st))
+			for i := range idx {
+				idx[i] = i
+			}
+			slices.SortFunc(idx, func(a, b int) int {
+				da, db := sw[a].total-opt[a].total, sw[b].total-opt[b].total
+				switch {
+				case da > db:
+					return -1
+				case da < db:
+					return 1
+				}
+				return 0
+			})
+			for _, k := range idx[:min(worst, len(idx))] {
+				fmt.Printf("  start %d: +$%.2f\n    spotwise %s\n      %s\n    optimal  %s\n      %s\n", st[k], sw[k].total-opt[k].total, sw[k].line(), sw[k].plan, opt[k].line(), opt[k].plan)
+			}
+			fmt.Println()
+		}
+	}
+	return nil
+}
