@@ -80,7 +80,9 @@ type rigOpt struct {
 // server's process.
 type elsewhere struct{ w *agent.SimWorkload }
 
-func (e elsewhere) Start(inst providers.Instance, w providers.Workload) func() { return e.w.Start(inst, w) }
+func (e elsewhere) Start(inst providers.Instance, w providers.Workload) func() {
+	return e.w.Start(inst, w)
+}
 
 func newRig(t testing.TB, o rigOpt) *rig {
 	t.Helper()
