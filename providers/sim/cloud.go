@@ -356,7 +356,9 @@ func (c *Cloud) advanceLocked(now time.Time) {
 		for _, rk := range c.regions {
 			c.dirty[rk] = true
 		}
-		c.repriceAllLocked(now)
+		// The instances' price changes are worked out when one is listed,
+		// reported or ends (billing.go), not here: a step costs the
+		// regions it announces, not the instances that run.
 	}
 	c.expireHoldsLocked(now)
 	c.refreshTracesLocked(now)
