@@ -97,6 +97,21 @@ func (d *Dispatch) Start(inst providers.Instance, w providers.Workload) (stop fu
 	return d.Sim.Start(inst, w)
 }
 
+// InProcess reports whether the runner Start picks for a workload with
+// this command runs its agent in this process, reporting over the
+// server's own NATS connection (no credential of its own needed).
+func (d *Dispatch) InProcess(command []string) bool {
+	if d.Real != nil && len(command) > 0 && slices.Contains(d.Commands, command[0]) {
+		return d.Real.InProcess(command)
+	}
+	return true
+}
+
+// InProcess reports whether the agent runs in this process rather than as
+// a `spotwise agent` process of its own, which connects to NATS with the
+// attempt's credential.
+func (l *Local) InProcess([]string) bool { return !l.Subprocess || l.NATSURL == "" }
+
 // startProcess runs `spotwise agent` for the instance; stopping it is the
 // instance going away: SIGTERM (the agent kills the workload and exits),
 // then SIGKILL if it lingers.

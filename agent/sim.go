@@ -97,6 +97,10 @@ func (r *simRun) unpark() {
 	r.s.mu.Unlock()
 }
 
+// InProcess reports that a simulated workload's agent runs in this
+// process, reporting with Reporter: it needs no NATS credential.
+func (s *SimWorkload) InProcess([]string) bool { return true }
+
 // Start begins the workload on a running instance. Only node 0 of a
 // multi-node job reports; the other nodes are its silent peers. The
 // returned stop ends the run and returns once it has ended, so nothing is

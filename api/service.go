@@ -182,18 +182,41 @@ func (s *Service) Get(ctx context.Context, id string) (*JobView, error) {
 	if !job.ValidID(id) {
 		return nil, errNotFound(id)
 	}
-	rec, since, err := s.record(ctx, id)
+	if rec, since, ok := s.ix.recs.get(id); ok {
+		if !p.Can(auth.ReadJobs, rec.Spec.Team) {
+			return nil, errNotFound(id)
+		}
+		return s.viewSettled(ctx, rec, time.Since(since) > settleAfter)
+	}
+	// The record and the history are read from the store at once: for a
+	// job not read lately each may be a load from disk of an old part of
+	// the store, and one need not wait for the other.
+	type read struct {
+		history []events.HistoryEntry
+		err     error
+	}
+	hc := make(chan read, 1)
+	go func() {
+		h, err := s.hist.read(ctx, s.bus, id, false)
+		hc <- read{h, err}
+	}()
+	rec, rev, err := s.jobs.Read(ctx, id)
+	h := <-hc
 	if errors.Is(err, events.ErrNotFound) {
 		return nil, errNotFound(id)
 	}
 	if err != nil {
 		return nil, storeError(err)
 	}
+	s.ix.cache(rec, rev)
 	if !p.Can(auth.ReadJobs, rec.Spec.Team) {
 		// Another team's job is not there, as far as the caller can tell.
 		return nil, errNotFound(id)
 	}
-	return s.viewSettled(ctx, rec, !since.IsZero() && time.Since(since) > settleAfter)
+	if h.err != nil {
+		s.log.Warn("reading job history", zap.String("job", rec.ID), zap.Error(h.err))
+	}
+	return s.viewOf(ctx, rec, h.history), nil
 }
 
 // settleAfter is how long a finished job's record must have stayed the
@@ -227,6 +250,12 @@ func (s *Service) viewSettled(ctx context.Context, rec *job.Record, settled bool
 	if err != nil {
 		s.log.Warn("reading job history", zap.String("job", rec.ID), zap.Error(err))
 	}
+	return s.viewOf(ctx, rec, history), nil
+}
+
+// viewOf is a job's view from its record and history: why it is pending
+// if it is queued, its output's tail if it failed.
+func (s *Service) viewOf(ctx context.Context, rec *job.Record, history []events.HistoryEntry) *JobView {
 	var reasons []job.PendingReason
 	if rec.Status.State == job.Queued {
 		reasons = s.pendingReasons(ctx, rec.ID, history)
@@ -235,7 +264,7 @@ func (s *Service) viewSettled(ctx context.Context, rec *job.Record, settled bool
 	if rec.Status.State == job.Failed {
 		v.LogTail = s.logTail(ctx, rec.ID)
 	}
-	return v, nil
+	return v
 }
 
 // pendingAnswer is how long a view waits for the scheduler to say why a

@@ -29,36 +29,70 @@ func (b *Bus) JobHistory(ctx context.Context, jobID string, limit int) ([]Histor
 
 // JobHistoryAfter reads the events of a job's history stored after
 // sequence after, oldest first, at most limit (the newest ones when there
-// are more; 0 is all). A history of up to 256 new events is one request,
-// and a history with nothing new is one request answered "none": this is
-// how a cached history is brought up to date.
+// are more; 0 is all). A history with nothing new is one request answered
+// "none": this is how a cached history is brought up to date.
+//
+// Each event is one direct get of the next message on the job's subject,
+// not a batch: a batch's answer ends with how many are left on the
+// subject, and when the stream has grown meanwhile (on a busy server, it
+// always has) the server counts them again by scanning every message of
+// the blocks the subject spans, which cost more than the read itself and
+// grew with the store. A get of the next message finds it by the
+// subject's index, and "nothing new" is one get answered 404.
 func (b *Bus) JobHistoryAfter(ctx context.Context, jobID string, after uint64, limit int) ([]HistoryEntry, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
 	subj := JobEventsSubject(jobID)
 	var out []HistoryEntry
-	from := after + 1
-	for {
-		last, more, err := b.directBatch(ctx, StreamJobs, subj, from, historyBatch, func(seq uint64, _ string, data []byte) {
-			env, p, err := Decode(data)
-			if err != nil {
-				return // a garbled entry is skipped, not fatal to the history
-			}
-			ev, ok := p.(*JobEvent)
-			if !ok {
-				return
-			}
-			out = append(out, HistoryEntry{Seq: seq, Envelope: env, Event: ev})
-			if limit > 0 && len(out) > limit {
-				out = out[1:]
-			}
-		})
+	nc := b.readConn()
+	for from := after + 1; ; {
+		seq, data, ok, err := directNext(ctx, nc, StreamJobs, subj, from)
 		if err != nil {
 			return out, fmt.Errorf("history of %s: %w", jobID, err)
 		}
-		if !more {
+		if !ok {
 			return out, nil
 		}
-		from = last + 1
+		from = seq + 1
+		env, p, err := Decode(data)
+		if err != nil {
+			continue // a garbled entry is skipped, not fatal to the history
+		}
+		ev, isEvent := p.(*JobEvent)
+		if !isEvent {
+			continue
+		}
+		out = append(out, HistoryEntry{Seq: seq, Envelope: env, Event: ev})
+		if limit > 0 && len(out) > limit {
+			out = out[1:]
+		}
 	}
+}
+
+// directNext asks the stream, in one direct get, for the first message on
+// subject (no wildcards) from sequence from on; ok is false when there is
+// none.
+func directNext(ctx context.Context, nc *nats.Conn, stream, subject string, from uint64) (seq uint64, data []byte, ok bool, err error) {
+	req := fmt.Appendf(nil, `{"seq":%d,"next_by_subj":%q}`, from, subject)
+	m, err := nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+stream, req)
+	if err != nil {
+		return 0, nil, false, err
+	}
+	switch status := m.Header.Get("Status"); status {
+	case "":
+	case "404": // nothing (more) on the subject
+		return 0, nil, false, nil
+	default:
+		return 0, nil, false, fmt.Errorf("direct get from %s: %s %s", stream, status, m.Header.Get("Description"))
+	}
+	seq, err = strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+	if err != nil || seq < from {
+		return 0, nil, false, errors.New("direct get: a message without a sequence, or out of order")
+	}
+	return seq, m.Data, true, nil
 }
 
 // directMaxBytes bounds the messages' bytes of one direct get's answer.

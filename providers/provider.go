@@ -107,6 +107,16 @@ type RiskReporter interface {
 	InterruptionRate(offerID string) (perHour float64, ok bool)
 }
 
+// AgentHost is implemented by a cloud that runs some workloads' agents
+// inside the server's own process (the simulated cloud): such an agent
+// reports over the server's own NATS connection, so it needs no NATS
+// credential of its own, and none is issued for it or revoked when its
+// attempt ends (at hundreds of launches a second, each revocation
+// lengthens the account claims the NATS servers are sent for an hour).
+type AgentHost interface {
+	AgentInProcess(command []string) bool
+}
+
 // InstanceState is where an instance is in its life.
 type InstanceState string
 

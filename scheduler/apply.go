@@ -84,10 +84,8 @@ func (s *Scheduler) apply(ctx context.Context, id string, in job.Input) (*job.Re
 		s.log.Warn("event refused", zap.String("job", id), zap.String("event", in.Name()), zap.String("why", res.Why))
 	}
 	s.carryOut(ctx, rec, res.Effects)
-	if s.o.AttemptEnded != nil {
-		for _, n := range ended {
-			s.o.AttemptEnded(id, n)
-		}
+	for _, n := range ended {
+		s.attemptEnded(rec, n)
 	}
 	return rec, res, nil
 }

@@ -76,3 +76,63 @@ func TestTermStartPassesOnRecentlyEndedAttempts(t *testing.T) {
 		t.Errorf("passed on %v after the start, want only %v", got, want)
 	}
 }
+
+// An agent the cloud runs inside the server's process (the simulated
+// cloud's) reports over the server's own connection: its attempt gets no
+// NATS credential, and there is none to revoke when it ends. One on an
+// instance of its own gets its credential, revoked when the attempt ends.
+func TestCredentialsOnlyForAgentsOutsideTheServer(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		elsewhere bool
+	}{
+		{"in the server's process", false},
+		{"on an instance of its own", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t, rigOpt{workload: true, noScheduler: true, agentsElsewhere: c.elsewhere})
+			var mu sync.Mutex
+			var issued, ended []string
+			s := scheduler.New(r.bus, scheduler.Options{Clock: r.clk, Log: r.log, Clouds: map[string]providers.Provider{"aws": r.cloud},
+				Throughput: catalog.Default(), ReconcileInterval: time.Hour, PolicyInterval: time.Hour, Debounce: time.Millisecond,
+				CheckpointRoot: r.store.URI(), EndedWithin: time.Hour,
+				AgentCredentials: func(id string, n int) (string, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					issued = append(issued, job.LaunchKey(id, n))
+					return "creds of " + job.LaunchKey(id, n), nil
+				},
+				AttemptEnded: func(id string, n int) {
+					mu.Lock()
+					defer mu.Unlock()
+					ended = append(ended, job.LaunchKey(id, n))
+				}})
+			r.s = s
+			ctx, cancel := context.WithCancel(r.ctx)
+			done := make(chan struct{})
+			go func() { defer close(done); _ = s.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+
+			rec := r.submit(t, "name: t\ncommand: [x]\nresources: {gpus_per_node: 1, accelerators: [T4]}\nwork: 10m on T4\npurchase: on-demand\n")
+			r.waitState(t, rec.ID, job.Placing)
+			r.boot(t, rec.ID)
+			r.advanceUntil(t, time.Minute, time.Hour, "succeeded", func(x *job.Record) bool {
+				return x.Status.State == job.Succeeded && x.Status.Current == nil && x.Status.Previous == nil
+			}, rec.ID)
+			r.settle(t)
+
+			var want []string
+			if c.elsewhere {
+				want = []string{job.LaunchKey(rec.ID, 1)}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(issued, want) {
+				t.Errorf("credentials issued for %v, want %v", issued, want)
+			}
+			if !slices.Equal(ended, want) {
+				t.Errorf("ended attempts passed on for revocation: %v, want %v", ended, want)
+			}
+		})
+	}
+}

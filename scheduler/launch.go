@@ -150,7 +150,7 @@ func (s *Scheduler) workloadOf(r *job.Record, a job.Attempt) providers.Workload 
 	if c := r.Status.Checkpoint; c != nil {
 		w.ResumeFrom = c.Progress
 	}
-	if s.o.AgentCredentials != nil {
+	if s.o.AgentCredentials != nil && s.ownsCredential(a.Placement.Provider, spec.Command) {
 		creds, err := s.o.AgentCredentials(r.ID, a.N)
 		if err != nil {
 			s.log.Error("cannot issue the agent's NATS credential", zap.String("job", r.ID), zap.Int("attempt", a.N), zap.Error(err))
@@ -158,6 +158,29 @@ func (s *Scheduler) workloadOf(r *job.Record, a job.Attempt) providers.Workload 
 		w.AgentCredentials = creds
 	}
 	return w
+}
+
+// ownsCredential reports whether an attempt's agent gets a NATS
+// credential of its own: not when its cloud runs the agent inside the
+// server's process (providers.AgentHost), where it reports over the
+// server's connection.
+func (s *Scheduler) ownsCredential(provider string, command []string) bool {
+	h, ok := s.o.Clouds[provider].(providers.AgentHost)
+	return !ok || !h.AgentInProcess(command)
+}
+
+// attemptEnded tells Options.AttemptEnded of an ended attempt of r,
+// unless its agent was given no credential.
+func (s *Scheduler) attemptEnded(r *job.Record, n int) {
+	if s.o.AttemptEnded == nil {
+		return
+	}
+	for _, a := range r.Status.Attempts {
+		if a.N == n && !s.ownsCredential(a.Placement.Provider, r.Spec.Command) {
+			return
+		}
+	}
+	s.o.AttemptEnded(r.ID, n)
 }
 
 // interruptionRate is how often the placement's capacity is expected to

@@ -27,10 +27,13 @@ type Options struct {
 	Clouds map[string]providers.Provider
 	// AgentCredentials issues the NATS credential (a creds file) of an
 	// attempt's agent, passed to the instance with its workload; nil
-	// passes none (the agent uses the image's).
+	// passes none (the agent uses the image's). It is not asked for an
+	// agent its cloud runs inside the server's process
+	// (providers.AgentHost).
 	AgentCredentials func(jobID string, attempt int) (string, error)
 	// AttemptEnded is told of every attempt that ends (its agent's
-	// credential is revoked); it must not block. At a term's start it is
+	// credential is revoked), but those of agents given no credential
+	// (providers.AgentHost); it must not block. At a term's start it is
 	// also told of the attempts that ended within EndedWithin (scheduler
 	// clock) before it: an earlier term may have stopped between ending
 	// one and passing it on.
@@ -448,7 +451,7 @@ func (s *Scheduler) onJobChange(c events.JobChange) {
 		since := s.o.Clock.Now().Add(-s.o.EndedWithin)
 		for _, a := range r.Status.Attempts {
 			if a.EndedAt.After(since) {
-				s.o.AttemptEnded(c.ID, a.N)
+				s.attemptEnded(r, a.N)
 			}
 		}
 	}

@@ -70,6 +70,18 @@ type rigOpt struct {
 	spend func(team string, since time.Time) money.Micros
 	// reservations are the cloud's reserved capacity.
 	reservations []providers.Reservation
+	// agentsElsewhere has the cloud run the simulated agents as a real
+	// cloud would, on instances of their own: not in the server's
+	// process (providers.AgentHost says no).
+	agentsElsewhere bool
+}
+
+// elsewhere runs the simulated agent without saying it runs in the
+// server's process.
+type elsewhere struct{ w *agent.SimWorkload }
+
+func (e elsewhere) Start(inst providers.Instance, w providers.Workload) func() {
+	return e.w.Start(inst, w)
 }
 
 func newRig(t testing.TB, o rigOpt) *rig {
@@ -101,6 +113,9 @@ func newRig(t testing.TB, o rigOpt) *rig {
 		r.work = &agent.SimWorkload{Clock: clk, Reporter: bus, Throughput: cat, Checkpoints: st, Control: bus, Log: log,
 			GPUOf: func(p, it string) (string, bool) { x, ok := cat.InstanceType(p, it); return x.GPU, ok }}
 		runner = r.work
+		if o.agentsElsewhere {
+			runner = elsewhere{r.work}
+		}
 	}
 	var cloud *sim.Cloud
 	regions := o.regions

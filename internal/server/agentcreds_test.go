@@ -53,11 +53,15 @@ func launchedCreds(t *testing.T, s *Server, jobID string, attempt int) string {
 // TestLaunchedAgentCredentialIsItsAttemptsAndEndsWithIt: the credential a
 // launch carries connects to the server's NATS, may publish the attempt's
 // own reports and nothing of another job or attempt, is renewed while the
-// attempt lives, and stops working when the attempt ends (cancel).
+// attempt lives, and stops working when the attempt ends (cancel). The
+// simulated cloud runs the jobs' agents as processes of their own (this
+// test binary stands in, see TestMain): an agent it runs inside the
+// server reports over the server's connection and gets no credential.
 func TestLaunchedAgentCredentialIsItsAttemptsAndEndsWithIt(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	cfg.NATS.Listen = "127.0.0.1:-1"
 	cfg.Sim.Speed = 60
+	cfg.Sim.RunCommands, cfg.Sim.Agent = []string{"torchrun"}, "subprocess"
 	s := startServer(t, cfg)
 	c := clientOf(s)
 	ctx := context.Background()

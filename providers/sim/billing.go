@@ -16,10 +16,12 @@ import (
 // all say the same; providers.Instance.Bill sums the segments.
 //
 // The walk is a pure function of the step, so the changes are worked out
-// from the offer's steps and SetPrice calls whenever the cloud catches up
-// (a step passes, the instance ends), however late: after a restart too,
-// from the last change the stored record holds (SetPrice calls from before
-// a restart are forgotten, as the pin itself is).
+// from the offer's steps and SetPrice calls whenever the instance is seen
+// from outside (listed, reported in an event) or ends, however late: a
+// price step itself touches no instance, so it costs the same however
+// many run. After a restart too, from the last change the stored record
+// holds (SetPrice calls from before a restart are forgotten, as the pin
+// itself is).
 
 // priceAt is what the offer charged at t: the price SetPrice pinned then,
 // else the walk's price at t's step.
@@ -85,13 +87,6 @@ func (c *Cloud) repriceLocked(in *instance, t time.Time) {
 		}
 	}
 	in.pricedTo = t
-}
-
-// repriceAllLocked brings every live instance's price changes up to now.
-func (c *Cloud) repriceAllLocked(now time.Time) {
-	for _, in := range c.insts {
-		c.repriceLocked(in, now)
-	}
 }
 
 // repriceOfferLocked brings the price changes of the live instances of one

@@ -88,6 +88,16 @@ type Runner interface {
 	Start(inst providers.Instance, w providers.Workload) (stop func())
 }
 
+// AgentInProcess reports whether the cloud's Runner runs a workload with
+// this command in the server's own process, where its agent needs no NATS
+// credential of its own (providers.AgentHost). A Runner that does not say
+// (it has no InProcess(command []string) bool) is taken to run it
+// elsewhere.
+func (c *Cloud) AgentInProcess(command []string) bool {
+	r, ok := c.runner.(interface{ InProcess(command []string) bool })
+	return ok && r.InProcess(command)
+}
+
 // Errors of the simulated cloud.
 var (
 	// ErrUnknownInstance is returned for an instance ID the cloud never
@@ -346,7 +356,9 @@ func (c *Cloud) advanceLocked(now time.Time) {
 		for _, rk := range c.regions {
 			c.dirty[rk] = true
 		}
-		c.repriceAllLocked(now)
+		// The instances' price changes are worked out when one is listed,
+		// reported or ends (billing.go), not here: a step costs the
+		// regions it announces, not the instances that run.
 	}
 	c.expireHoldsLocked(now)
 	c.refreshTracesLocked(now)

@@ -80,7 +80,7 @@ func (c *Cloud) launch(ctx context.Context, req providers.LaunchRequest) ([]prov
 				}
 				ids = c.byKey[req.IdempotencyKey]
 			}
-			out = c.listLocked(ids)
+			out = c.listLocked(ids, now)
 			c.log.Info("launch retried, returning its instances",
 				zap.String("offer", offerID), zap.String("job", req.JobID), zap.String("key", req.IdempotencyKey))
 			return nil
@@ -255,9 +255,10 @@ func (c *Cloud) FailInstance(id, reason string) error {
 // for Retention after they ended, oldest launch first.
 func (c *Cloud) Instances(ctx context.Context) ([]providers.Instance, error) {
 	var out []providers.Instance
-	err := c.do(ctx, func(time.Time) error {
+	err := c.do(ctx, func(now time.Time) error {
 		for _, in := range c.insts {
 			if !in.rec.Pruned {
+				c.repriceLocked(in, now)
 				out = append(out, in.rec.Instance)
 			}
 		}
@@ -271,18 +272,20 @@ func (c *Cloud) Instances(ctx context.Context) ([]providers.Instance, error) {
 // included (as long as the cloud remembers them).
 func (c *Cloud) InstancesByKey(ctx context.Context, key string) ([]providers.Instance, error) {
 	var out []providers.Instance
-	err := c.do(ctx, func(time.Time) error {
-		out = c.listLocked(c.byKey[key])
+	err := c.do(ctx, func(now time.Time) error {
+		out = c.listLocked(c.byKey[key], now)
 		return nil
 	})
 	return out, err
 }
 
-// listLocked returns the instances with the given IDs that are still known.
-func (c *Cloud) listLocked(ids []string) []providers.Instance {
+// listLocked returns the instances with the given IDs that are still
+// known, their price changes up to now.
+func (c *Cloud) listLocked(ids []string, now time.Time) []providers.Instance {
 	out := make([]providers.Instance, 0, len(ids))
 	for _, id := range ids {
 		if in, ok := c.insts[id]; ok {
+			c.repriceLocked(in, now)
 			out = append(out, in.rec.Instance)
 		}
 	}

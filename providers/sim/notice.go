@@ -271,6 +271,7 @@ func (c *Cloud) rebalanceLocked(in *instance, at time.Time, cause string) bool {
 }
 
 func (c *Cloud) emitNoticeLocked(kind providers.EventKind, in *instance, at, deadline time.Time, reason string) {
+	c.repriceLocked(in, at)
 	inst := in.rec.Instance
 	c.emitLocked(providers.Event{Kind: kind, Provider: inst.Provider, Region: inst.Region, Time: at,
 		Instance: &inst, Deadline: deadline, Reason: reason})

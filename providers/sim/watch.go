@@ -52,6 +52,7 @@ func (c *Cloud) emitLocked(e providers.Event) { c.watchers.Emit(e) }
 
 // emitInstanceLocked reports an instance transition that happened at t.
 func (c *Cloud) emitInstanceLocked(kind providers.EventKind, in *instance, t time.Time) {
+	c.repriceLocked(in, t)
 	inst := in.rec.Instance
 	c.emitLocked(providers.Event{Kind: kind, Provider: inst.Provider, Region: inst.Region, Time: t,
 		Instance: &inst, Reason: inst.Reason})
