@@ -115,6 +115,16 @@ type Observed struct {
 // been taken before the launch (or lag behind it, as cloud APIs do).
 const ListingGrace = time.Minute
 
+// SeenEvery is how often a listing that finds an attempt's instances alive
+// is written into its record (Attempt.SeenAt). Reconciliation lists every
+// running job's instances every few seconds; writing each sighting made
+// every running job's record change at that pace (with 15,000 running, a
+// thousand writes a second, each decoded by every reader of the bucket,
+// and a round that never finished). An instance that later vanishes
+// without a trace is billed to the sighting written, at most SeenEvery
+// short of the last one; an instance whose end is known is billed to it.
+const SeenEvery = 5 * time.Minute
+
 func (Place) Name() string           { return "place" }
 func (Launched) Name() string        { return "launched" }
 func (LaunchRefused) Name() string   { return "launch-refused" }
@@ -495,7 +505,7 @@ func (t *tx) observed(in Observed) {
 			changed = t.gone(a, id, at) || changed
 		}
 	}
-	if alive && listedAt.After(a.SeenAt) {
+	if alive && !listedAt.Before(a.SeenAt.Add(SeenEvery)) {
 		a.SeenAt = listedAt
 		changed = true
 	}

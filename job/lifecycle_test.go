@@ -327,6 +327,41 @@ func TestLifecycleAListingOlderThanTheLaunchEndsNothing(t *testing.T) {
 	}
 }
 
+// Listings that find the instances alive are written down once every
+// SeenEvery, not at every reconciliation round; an instance that vanishes
+// without a trace is billed to the last sighting written.
+func TestLifecycleSightingsAreWrittenEverySeenEvery(t *testing.T) {
+	l := newLife(t, nil)
+	a := l.running(1)
+	id, launched := instances(1, 1)[0], l.now
+	alive := func() Observed {
+		return Observed{Key: a.LaunchKey, At: l.now, Instances: []Instance{{ID: id, LaunchedAt: launched, RunningAt: launched}}}
+	}
+	l.after(15 * time.Second)
+	l.want(Accepted, alive()) // the first sighting
+	seen := l.now
+	for range int(SeenEvery/(15*time.Second)) - 1 {
+		l.after(15 * time.Second)
+		l.want(Duplicate, alive()) // a round like the last: nothing to write
+	}
+	if got := l.r.Status.Current.SeenAt; !got.Equal(seen) {
+		t.Fatalf("seen at %s, want %s", got, seen)
+	}
+	l.after(15 * time.Second)
+	l.want(Accepted, alive())
+	if seen = l.now; !l.r.Status.Current.SeenAt.Equal(seen) {
+		t.Fatalf("seen at %s, want the sighting of %s", l.r.Status.Current.SeenAt, seen)
+	}
+	l.after(2 * time.Minute)
+	l.want(Duplicate, alive())
+	l.after(ListingGrace)
+	l.want(Accepted, Observed{Key: a.LaunchKey, At: l.now}) // vanished
+	ended := l.r.Status.Attempts[0]
+	if want := money.MustParse("3.60").ForDuration(seen.Sub(launched)); ended.Cost != want || !ended.Spans[0].To.Equal(seen) {
+		t.Fatalf("billed %s to %s, want %s to the last sighting written (%s)", ended.Cost, ended.Spans[0].To, want, seen)
+	}
+}
+
 // A notice can overtake the record of its launch (a storm just after it):
 // the provider's listing confirms the instance, and it is billed from its
 // launch at its price, as listed, not from the notice at the placement's
