@@ -25,6 +25,7 @@ import (
 	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/ledger"
 )
 
 // BenchmarkFinished1M is a server whose store holds 1,000,000 finished
@@ -32,7 +33,8 @@ import (
 // them: each job's record in the job-state bucket and its history in the
 // jobs stream, cloned from a job that ran on the simulated cloud (its
 // record and events, re-encoded with the real encoders for each clone's
-// ID, name, team, end and times, spread over the last 20 days). The store
+// ID, name, team, end and times, spread over the last 20 days), its
+// charges in the cost ledger and the ledger writer's place past them. The store
 // is filled by publishing into JetStream directly, in asynchronous
 // batches, then a server starts on it; the benchmark reports how long
 // the start took (the API's index and the scheduler reading every record)
@@ -128,6 +130,7 @@ func BenchmarkFinished1M(b *testing.B) {
 	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MB")
 	debug.FreeOSMemory()
 	b.ReportMetric(rssMB(), "rss-MB")
+	b.Log(memBreakdown())
 	if path := os.Getenv("SPOTWISE_HEAP_PROFILE"); path != "" {
 		if f, err := os.Create(path); err == nil {
 			_ = pprof.WriteHeapProfile(f)
@@ -174,6 +177,11 @@ func finishedTemplate(b *testing.B) ([]byte, []events.HistoryEntry) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	kinds := map[string]int{}
+	for _, h := range hist {
+		kinds[h.Event.Kind]++
+	}
+	b.Logf("each finished job: a record of %d bytes, a history of %d events %v", len(raw), len(hist), kinds)
 	return raw, hist
 }
 
@@ -192,6 +200,7 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 	if err := json.Unmarshal(tpl, &first); err != nil {
 		b.Fatal(err)
 	}
+	tplv := reflect.ValueOf(first)
 	// Job i was submitted at start + i*step: the newest a minute ago,
 	// the oldest 20 days ago.
 	end := time.Now().Add(-time.Minute)
@@ -213,15 +222,15 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 				b.Error(err)
 				return
 			}
-			for i := w; i < n; i += workers {
-				var r job.Record
-				if err := json.Unmarshal(tpl, &r); err != nil {
-					b.Error(err)
-					return
+			publish := func(subject string, data []byte) {
+				if _, err := js.PublishAsync(subject, data); err != nil {
+					failed.Add(1)
 				}
+			}
+			for i := w; i < n; i += workers {
 				at := start.Add(time.Duration(i) * step)
 				d := at.Sub(first.Status.SubmittedAt)
-				shiftTimes(reflect.ValueOf(&r).Elem(), d)
+				r := cloneShifted(tplv, d).Interface().(job.Record)
 				id := job.NewID(at)
 				r.ID, r.Spec.Name, r.Spec.Team = id, names[i%len(names)], finishedTeams[i%len(finishedTeams)]
 				r.Status.State = ends[i%len(ends)]
@@ -233,9 +242,7 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 					b.Error(err)
 					return
 				}
-				if _, err := js.PublishAsync("$KV."+events.BucketJobs+"."+id, data); err != nil {
-					failed.Add(1)
-				}
+				publish("$KV."+events.BucketJobs+"."+id, data)
 				for _, h := range hist {
 					ev := *h.Event
 					ev.JobID = id
@@ -247,9 +254,20 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 						b.Error(err)
 						return
 					}
-					if _, err := js.PublishAsync(events.JobEventsSubject(id), data); err != nil {
-						failed.Add(1)
+					publish(events.JobEventsSubject(id), data)
+				}
+				// Its charges, as the ledger's writer appends them once
+				// the job has ended (without the de-duplication ID, which
+				// only matters for two minutes).
+				closed, _ := ledger.Charges(&r, r.Status.FinishedAt)
+				for _, e := range closed {
+					e.RecordedAt = r.Status.FinishedAt
+					data, err := json.Marshal(&e)
+					if err != nil {
+						b.Error(err)
+						return
 					}
+					publish(events.LedgerJobSubject(id), data)
 				}
 				if i%(n/cap(sample)+1) == 0 {
 					smu.Lock()
@@ -267,36 +285,69 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 	if f := failed.Load(); f > 0 {
 		b.Fatalf("%d publishes failed while filling the store", f)
 	}
+	// The ledger's writer has written the charges of every record
+	// version up to the last: its place, as it keeps it in the meta
+	// bucket (ledger's cursorKey).
+	st, err := jetstream.New(bus.Conn())
+	if err != nil {
+		b.Fatal(err)
+	}
+	kv, err := st.Stream(ctx, "KV_"+events.BucketJobs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	info, err := kv.Info(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := bus.Meta().Put(ctx, "ledger.cursor", []byte(strconv.FormatUint(info.State.LastSeq, 10))); err != nil {
+		b.Fatal(err)
+	}
 	return sample
 }
 
 var timeType = reflect.TypeFor[time.Time]()
 
-// shiftTimes moves every time set in v (a record, walked through its
-// structs, pointers and slices) by d.
-func shiftTimes(v reflect.Value, d time.Duration) {
+// cloneShifted is a deep copy of v (a record: structs, pointers and
+// slices; maps are shared) with every time set in it moved by d.
+func cloneShifted(v reflect.Value, d time.Duration) reflect.Value {
 	switch v.Kind() {
 	case reflect.Struct:
 		if v.Type() == timeType {
 			if t := v.Interface().(time.Time); !t.IsZero() {
-				v.Set(reflect.ValueOf(t.Add(d)))
+				return reflect.ValueOf(t.Add(d))
 			}
-			return
+			return v
 		}
+		out := reflect.New(v.Type()).Elem()
+		out.Set(v)
 		for i := range v.NumField() {
-			if f := v.Field(i); f.CanSet() {
-				shiftTimes(f, d)
+			switch f := out.Field(i); f.Kind() {
+			case reflect.Struct, reflect.Pointer, reflect.Slice:
+				if f.CanSet() {
+					f.Set(cloneShifted(v.Field(i), d))
+				}
 			}
 		}
+		return out
 	case reflect.Pointer:
-		if !v.IsNil() {
-			shiftTimes(v.Elem(), d)
+		if v.IsNil() {
+			return v
 		}
+		p := reflect.New(v.Type().Elem())
+		p.Elem().Set(cloneShifted(v.Elem(), d))
+		return p
 	case reflect.Slice:
-		for i := range v.Len() {
-			shiftTimes(v.Index(i), d)
+		if v.IsNil() {
+			return v
 		}
+		out := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		for i := range v.Len() {
+			out.Index(i).Set(cloneShifted(v.Index(i), d))
+		}
+		return out
 	}
+	return v
 }
 
 // watchRSS samples the process's RSS every 100 ms until the returned
