@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
@@ -217,14 +218,25 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			js, err := jetstream.New(bus.Conn(), jetstream.WithPublishAsyncMaxPending(4096))
+			js, err := jetstream.New(bus.Conn(), jetstream.WithPublishAsyncMaxPending(4096),
+				jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { failed.Add(1) }))
 			if err != nil {
 				b.Error(err)
 				return
 			}
+			// A publish the client holds back (too many unacknowledged)
+			// waits for the acknowledgements and goes again.
 			publish := func(subject string, data []byte) {
-				if _, err := js.PublishAsync(subject, data); err != nil {
-					failed.Add(1)
+				for try := 0; ; try++ {
+					_, err := js.PublishAsync(subject, data)
+					if err == nil {
+						return
+					}
+					if try == 10 {
+						failed.Add(1)
+						return
+					}
+					<-js.PublishAsyncComplete()
 				}
 			}
 			for i := w; i < n; i += workers {
