@@ -74,7 +74,7 @@ func (ix *index) team(id string) string {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	if e, ok := ix.byID[id]; ok && !e.deleted {
-		return e.sum.Team
+		return e.teamName()
 	}
 	return ""
 }

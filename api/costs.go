@@ -164,10 +164,10 @@ func (s *Service) Costs(ctx context.Context, q CostQuery) (*CostSeries, error) {
 	}
 	s.ix.mu.RLock()
 	for _, e := range s.ix.order {
-		if q.Team != "" && e.sum.Team != q.Team {
+		if q.Team != "" && e.teamName() != q.Team {
 			continue
 		}
-		for _, g := range e.open {
+		for _, g := range e.open() {
 			if out.add(q, g, n, now) {
 				jobs[e.id] = true
 			}
@@ -284,16 +284,18 @@ func (c *CostSeries) add(q CostQuery, g spendSegment, n int, now time.Time) bool
 // saved counts the savings of a job that finished in the period, under
 // its team or where it last ran.
 func (c *CostSeries) saved(q CostQuery, s *Service, e *entry, n int, now time.Time) {
-	if e.baseline <= 0 || e.finishedAt.IsZero() || e.finishedAt.Before(q.From) || !e.finishedAt.Before(q.To) {
+	fin := e.finishedAt()
+	if e.baseline <= 0 || fin.IsZero() || fin.Before(q.From) || !fin.Before(q.To) {
 		return
 	}
-	cost := e.summaryAt(now).CostUSD
-	last := ledger.Dims{JobID: e.id, Team: e.sum.Team}
-	if p := e.sum.Placement; p != nil {
+	cost := e.costAt(now)
+	team := e.teamName()
+	last := ledger.Dims{JobID: e.id, Team: team}
+	if p := e.lastPlacement(); p != nil {
 		last.Provider, last.Region, last.Purchase, last.GPU = p.Provider, p.Region, p.Purchase, p.GPU
 	}
-	grp := c.group(c.keyOf(&last, e.sum.Team), n)
-	sv := savings(e.baseline, e.sum.Progress, cost)
+	grp := c.group(c.keyOf(&last, team), n)
+	sv := savings(e.baseline, e.progress, cost)
 	grp.Finished++
 	grp.Baseline += sv + cost
 	grp.Savings += sv
@@ -402,10 +404,10 @@ func (s *Service) TeamSpend(team string, since time.Time) money.Micros {
 	s.ix.mu.RLock()
 	defer s.ix.mu.RUnlock()
 	for _, e := range s.ix.order {
-		if e.sum.Team != team {
+		if e.teamName() != team {
 			continue
 		}
-		for _, g := range e.open {
+		for _, g := range e.open() {
 			spent += g.cost(now) - g.cost(since)
 		}
 	}

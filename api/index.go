@@ -14,16 +14,23 @@ import (
 )
 
 // index is the listing view of every job, kept by a watch on the job-state
-// bucket so that listing 100,000 jobs reads memory, not the store.
+// bucket so that listing 1,000,000 jobs reads memory, not the store.
 //
 // Jobs are ordered by submission time, then ID. IDs alone are not enough:
 // a job submitted with an idempotency key gets an ID derived from the key,
 // which says nothing about when it came.
+//
+// An entry is kept small (see entry): most of a large store's jobs have
+// finished, and a finished job's listing never changes.
 type index struct {
-	mu    sync.RWMutex
-	byID  map[string]*entry
-	order []*entry // listed jobs, oldest first
-	ready chan struct{}
+	mu   sync.RWMutex
+	byID map[string]*entry
+	// order are the listed jobs, oldest first; active the listed jobs not
+	// finished, in the same order, so that a listing of running or queued
+	// jobs does not walk the finished ones.
+	order  jobOrder
+	active jobOrder
+	ready  chan struct{}
 	// deleted, when set, is told of every job removed from the bucket.
 	deleted func(id string)
 	// recs, when set, is kept current with every change.
@@ -33,38 +40,116 @@ type index struct {
 	changed func(id string, r *job.Record)
 }
 
+// entry is what the index keeps of one job: what its listing shows, in
+// about a hundred bytes. Names, teams and placements repeat across many
+// jobs and are kept once each (unique handles); times are Unix
+// nanoseconds; a finished job's cost is worked out once.
 type entry struct {
 	id string
 	// rev is the bucket revision the entry reflects; older changes are
 	// ignored, so the service's own writes (applied at once) and the
 	// watch (applied when it catches up) can arrive in any order.
 	rev uint64
+	// submitted orders the entry; finished is when the job finished
+	// (zero while it is not).
+	submitted, finished int64
+	name, team          unique.Handle[string]
+	placement           unique.Handle[job.Placement] // zero: none yet
+	// cost is, for a job whose cost no longer grows (see costNow), its
+	// whole cost; otherwise what its ended attempts cost.
+	cost money.Micros
+	// baseline is the job's on-demand baseline (job.Status.BaselineCost).
+	baseline money.Micros
+	progress float64
+	// growing, set while the job's cost grows with time, holds what it
+	// takes to work it out at any time.
+	growing  *growingCost
+	priority int32
+	state    uint8 // index into job.States
 	// deleted marks a job removed from the bucket; the entry stays so a
 	// late change cannot bring it back, and so a cursor naming it still
 	// has a place in the order.
-	deleted    bool
-	sum        Summary
-	launchedAt time.Time
-	finishedAt time.Time // set once the job is finished
-	hourly     money.Micros
-	endedCost  money.Micros
-	// open are the job's charges still running (see openOf): what it has
-	// cost that the ledger does not hold yet.
-	open []spendSegment
-	// baseline is the job's on-demand baseline (job.Status.BaselineCost).
-	baseline money.Micros
-	// ckptSince and ckptGB bill the job's checkpoint storage (see
-	// job.Record.StorageAt).
-	ckptSince time.Time
-	ckptGB    float64
+	deleted bool
 }
 
-// cmpKey orders jobs by submission time, then ID.
-func cmpKey(at time.Time, id string, bt time.Time, bid string) int {
-	if c := at.Compare(bt); c != 0 {
-		return c
+// growingCost is what a job whose cost still grows costs at any time:
+// its current attempt's hourly rate, its checkpoint's storage and its
+// charges still running (see openOf).
+type growingCost struct {
+	launchedAt time.Time
+	hourly     money.Micros
+	open       []spendSegment
+	ckptSince  time.Time
+	ckptGB     float64
+}
+
+func (e *entry) submittedAt() time.Time { return time.Unix(0, e.submitted).UTC() }
+
+// finishedAt is when the job finished (zero while it has not).
+func (e *entry) finishedAt() time.Time {
+	if e.finished == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, e.finished).UTC()
+}
+
+func (e *entry) jobState() job.State { return job.States[e.state] }
+
+func (e *entry) teamName() string { return e.team.Value() }
+
+// open are the job's charges still running.
+func (e *entry) open() []spendSegment {
+	if e.growing == nil {
+		return nil
+	}
+	return e.growing.open
+}
+
+// lastPlacement is where the job runs or last ran (nil: nowhere yet).
+func (e *entry) lastPlacement() *job.Placement {
+	if e.placement == (unique.Handle[job.Placement]{}) {
+		return nil
+	}
+	p := e.placement.Value()
+	return &p
+}
+
+// jobOrder is a list of entries by submission time, then ID.
+type jobOrder []*entry
+
+// cmpKey orders jobs by submission time (Unix nanoseconds), then ID.
+func cmpKey(at int64, id string, bt int64, bid string) int {
+	switch {
+	case at < bt:
+		return -1
+	case at > bt:
+		return 1
 	}
 	return strings.Compare(id, bid)
+}
+
+// search returns where a job submitted at at with ID id is, or would be,
+// in the order.
+func (o jobOrder) search(at int64, id string) (int, bool) {
+	return slices.BinarySearchFunc(o, id, func(e *entry, id string) int {
+		return cmpKey(e.submitted, e.id, at, id)
+	})
+}
+
+func (o *jobOrder) insert(e *entry) {
+	if n := len(*o); n == 0 || cmpKey((*o)[n-1].submitted, (*o)[n-1].id, e.submitted, e.id) < 0 {
+		*o = append(*o, e)
+		return
+	}
+	if i, found := o.search(e.submitted, e.id); !found {
+		*o = slices.Insert(*o, i, e)
+	}
+}
+
+func (o *jobOrder) remove(e *entry) {
+	if i, found := o.search(e.submitted, e.id); found && (*o)[i] == e {
+		*o = slices.Delete(*o, i, i+1)
+	}
 }
 
 func newIndex() *index {
@@ -77,27 +162,19 @@ func (ix *index) start(ctx context.Context, store *events.JobStore) error {
 	return err
 }
 
-// search returns where a job submitted at at with ID id is, or would be,
-// in the order.
-func (ix *index) search(at time.Time, id string) (int, bool) {
-	return slices.BinarySearchFunc(ix.order, id, func(e *entry, id string) int {
-		return cmpKey(e.sum.SubmittedAt, e.id, at, id)
-	})
-}
-
-func (ix *index) insert(e *entry) {
-	if n := len(ix.order); n == 0 || cmpKey(ix.order[n-1].sum.SubmittedAt, ix.order[n-1].id, e.sum.SubmittedAt, e.id) < 0 {
-		ix.order = append(ix.order, e)
-		return
-	}
-	if i, found := ix.search(e.sum.SubmittedAt, e.id); !found {
-		ix.order = slices.Insert(ix.order, i, e)
+// unlist takes a listed entry out of the orders.
+func (ix *index) unlist(e *entry) {
+	ix.order.remove(e)
+	if !e.jobState().Terminal() {
+		ix.active.remove(e)
 	}
 }
 
-func (ix *index) remove(e *entry) {
-	if i, found := ix.search(e.sum.SubmittedAt, e.id); found {
-		ix.order = slices.Delete(ix.order, i, i+1)
+// enlist puts an entry in the orders.
+func (ix *index) enlist(e *entry) {
+	ix.order.insert(e)
+	if !e.jobState().Terminal() {
+		ix.active.insert(e)
 	}
 }
 
@@ -121,49 +198,87 @@ func (ix *index) apply(c events.JobChange) {
 			e = &entry{id: c.ID}
 			ix.byID[c.ID] = e
 		} else if !e.deleted {
-			ix.remove(e)
+			ix.unlist(e)
 		}
-		e.rev, e.deleted = c.Revision, true
+		e.rev, e.deleted, e.growing = c.Revision, true, nil
 		if ix.deleted != nil {
 			ix.deleted(c.ID)
 		}
 		return
 	}
 	r := c.Record
-	listed := false
-	switch {
-	case !ok:
+	if !ok {
 		e = &entry{id: c.ID}
 		ix.byID[c.ID] = e
-	case !e.deleted && !e.sum.SubmittedAt.Equal(r.Status.SubmittedAt):
-		ix.remove(e) // re-inserted below at its new place
-	case !e.deleted:
-		listed = true
+	} else if !e.deleted {
+		ix.unlist(e) // listed again below, where it now belongs
 	}
 	e.rev, e.deleted = c.Revision, false
-	// Names and teams repeat across many jobs: keep one copy of each.
-	e.sum = Summary{ID: e.id, Name: unique.Make(r.Spec.Name).Value(), Team: unique.Make(r.Spec.Team).Value(), Priority: r.Spec.Prio(),
-		State: r.Status.State, Placement: lastPlacement(r), Progress: r.Status.Progress, SubmittedAt: r.Status.SubmittedAt}
-	e.endedCost, e.launchedAt, e.hourly, e.finishedAt = r.Status.EndedCost, time.Time{}, 0, time.Time{}
+	e.fill(r)
+	ix.enlist(e)
+}
+
+// fill sets the entry from a record.
+func (e *entry) fill(r *job.Record) {
+	e.submitted = r.Status.SubmittedAt.UnixNano()
+	e.name, e.team = unique.Make(r.Spec.Name), unique.Make(r.Spec.Team)
+	e.placement = unique.Handle[job.Placement]{}
+	if p := lastPlacement(r); p != nil {
+		e.placement = unique.Make(*p)
+	}
+	e.priority, e.state = int32(r.Spec.Prio()), uint8(slices.Index(job.States, r.Status.State))
+	e.progress, e.baseline = r.Status.Progress, r.Status.BaselineCost
+	e.finished = 0
 	if r.Status.State.Terminal() {
-		e.finishedAt = r.Status.FinishedAt
-		if e.finishedAt.IsZero() {
-			e.finishedAt = r.Status.UpdatedAt
+		at := r.Status.FinishedAt
+		if at.IsZero() {
+			at = r.Status.UpdatedAt
 		}
+		e.finished = at.UnixNano()
 	}
+	g := &growingCost{open: openOf(r), ckptSince: r.Status.CheckpointSince}
+	e.cost = r.Status.EndedCost
 	if a := r.Status.Current; a != nil && !a.LaunchedAt.IsZero() {
-		e.launchedAt, e.hourly = a.LaunchedAt, a.Placement.HourlyCost()
-		e.endedCost += a.Transfer + a.DataTransfer
+		g.launchedAt, g.hourly = a.LaunchedAt, a.Placement.HourlyCost()
+		e.cost += a.Transfer + a.DataTransfer
 	}
-	e.open = openOf(r)
-	e.ckptSince, e.ckptGB = r.Status.CheckpointSince, 0
 	if ck := r.Status.Checkpoint; ck != nil {
-		e.ckptGB = float64(ck.Size) / 1e9
+		g.ckptGB = float64(ck.Size) / 1e9
 	}
-	e.baseline = r.Status.BaselineCost
-	if !listed {
-		ix.insert(e)
+	e.growing = nil
+	switch {
+	case !g.launchedAt.IsZero() || len(g.open) > 0 || !g.ckptSince.IsZero() && e.finished == 0:
+		e.growing = g
+	case !g.ckptSince.IsZero():
+		// Finished, nothing left running: the cost is what it is once
+		// the checkpoint's storage up to the end is counted.
+		e.cost = g.costAt(e.cost, e.finishedAt(), e.finishedAt())
 	}
+}
+
+// costAt is what a job whose ended attempts cost ended costs as of now
+// (finished: when it finished, zero while it has not).
+func (g *growingCost) costAt(ended money.Micros, now, finished time.Time) money.Micros {
+	c := ended
+	if !g.launchedAt.IsZero() && now.After(g.launchedAt) {
+		c += g.hourly.ForDuration(now.Sub(g.launchedAt))
+	}
+	if !g.ckptSince.IsZero() {
+		end := now
+		if !finished.IsZero() && finished.Before(end) {
+			end = finished
+		}
+		c += money.StorageCost(money.ObjectStoragePerGBMonth, g.ckptGB, end.Sub(g.ckptSince))
+	}
+	return c
+}
+
+// costAt is the job's cost as of now.
+func (e *entry) costAt(now time.Time) money.Micros {
+	if e.growing == nil {
+		return e.cost
+	}
+	return e.growing.costAt(e.cost, now, e.finishedAt())
 }
 
 // cache caches a record read from the store at revision rev, unless the
@@ -205,34 +320,57 @@ func (ix *index) list(q Query, now time.Time) (list JobList, ok bool) {
 		limit = 100
 	}
 	limit = min(limit, 1000)
+	// What the filters compare, worked out once: states as the entries
+	// hold them, the team as its handle.
+	var states []uint8
+	onlyActive := len(q.States) > 0
+	for _, s := range q.States {
+		if i := slices.Index(job.States, s); i >= 0 {
+			states = append(states, uint8(i))
+		}
+		onlyActive = onlyActive && !s.Terminal()
+	}
+	if len(q.States) > 0 && len(states) == 0 {
+		return JobList{Jobs: []Summary{}}, true
+	}
+	var team unique.Handle[string]
+	if q.Team != "" {
+		team = unique.Make(q.Team)
+	}
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	end := len(ix.order)
+	order := ix.order
+	if onlyActive {
+		order = ix.active
+	}
+	end := len(order)
 	if q.After != "" {
-		var at time.Time
+		var at int64
 		if e, known := ix.byID[q.After]; known {
-			at = e.sum.SubmittedAt
-		} else if at, ok = idTime(q.After); !ok {
+			at = e.submitted
+		} else if t, ok := idTime(q.After); ok {
+			at = t.UnixNano()
+		} else {
 			return JobList{}, false
 		}
-		end, _ = ix.search(at, q.After)
+		end, _ = order.search(at, q.After)
 	}
 	out := JobList{Jobs: []Summary{}}
 	for i := end - 1; i >= 0; i-- {
-		e := ix.order[i]
-		if len(q.States) > 0 && !slices.Contains(q.States, e.sum.State) {
+		e := order[i]
+		if len(states) > 0 && !slices.Contains(states, e.state) {
 			continue
 		}
-		if q.Team != "" && e.sum.Team != q.Team {
+		if q.Team != "" && e.team != team {
 			continue
 		}
-		if q.Name != "" && !strings.Contains(e.sum.Name, q.Name) {
+		if q.Name != "" && !strings.Contains(e.name.Value(), q.Name) {
 			continue
 		}
-		if q.Provider != "" && (e.sum.Placement == nil || e.sum.Placement.Provider != q.Provider) {
+		if q.Provider != "" && (e.placement == (unique.Handle[job.Placement]{}) || e.placement.Value().Provider != q.Provider) {
 			continue
 		}
-		if q.Search != "" && !strings.Contains(e.sum.Name, q.Search) && !strings.HasPrefix(e.id, q.Search) {
+		if q.Search != "" && !strings.Contains(e.name.Value(), q.Search) && !strings.HasPrefix(e.id, q.Search) {
 			continue
 		}
 		if len(out.Jobs) == limit {
@@ -274,7 +412,7 @@ func (ix *index) teamOf(id string) (string, bool) {
 	if !ok || e.deleted {
 		return "", false
 	}
-	return e.sum.Team, true
+	return e.teamName(), true
 }
 
 // summary is a job as a listing shows it now, if the index knows it.
@@ -290,17 +428,6 @@ func (ix *index) summary(id string, now time.Time) (Summary, bool) {
 
 // summaryAt is the entry's summary with its cost as of now.
 func (e *entry) summaryAt(now time.Time) Summary {
-	s := e.sum
-	s.CostUSD = e.endedCost
-	if !e.launchedAt.IsZero() && now.After(e.launchedAt) {
-		s.CostUSD += e.hourly.ForDuration(now.Sub(e.launchedAt))
-	}
-	if !e.ckptSince.IsZero() {
-		end := now
-		if !e.finishedAt.IsZero() && e.finishedAt.Before(end) {
-			end = e.finishedAt
-		}
-		s.CostUSD += money.StorageCost(money.ObjectStoragePerGBMonth, e.ckptGB, end.Sub(e.ckptSince))
-	}
-	return s
+	return Summary{ID: e.id, Name: e.name.Value(), Team: e.team.Value(), Priority: int(e.priority), State: e.jobState(),
+		Placement: e.lastPlacement(), CostUSD: e.costAt(now), Progress: e.progress, SubmittedAt: e.submittedAt()}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/money"
 )
 
 var base = time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC)
@@ -141,4 +142,77 @@ func TestIDTime(t *testing.T) {
 			t.Errorf("idTime(%q) claims a time", id)
 		}
 	}
+}
+
+// A listing of live jobs finds them among many finished ones, newest
+// first and through the cursor, whatever came in between; and a finished
+// job's cost, worked out once, is what its record says it cost.
+func TestIndexListsLiveJobsAmongFinished(t *testing.T) {
+	ix := newIndex()
+	var running []string // oldest first
+	rev := uint64(0)
+	for i := range 3000 {
+		at := base.Add(time.Duration(i) * time.Second)
+		state := job.Succeeded
+		if i%1000 == 7 {
+			state = job.Running
+		}
+		r := rec(job.NewID(at), at, state)
+		if state == job.Running {
+			running = append(running, r.ID)
+		} else {
+			r.Status.FinishedAt = at.Add(time.Minute)
+			r.Status.EndedCost = money.Micros(1_000_000)
+			r.Status.Checkpoint, r.Status.CheckpointSince = &job.CheckpointRef{Size: 100e9}, at
+		}
+		rev++
+		ix.apply(events.JobChange{ID: r.ID, Revision: rev, Record: r})
+	}
+	newest := slices.Clone(running)
+	slices.Reverse(newest)
+	cases := []struct {
+		name string
+		q    Query
+		want []string
+	}{
+		{"running", Query{States: []job.State{job.Running}}, newest},
+		{"running and queued", Query{States: []job.State{job.Running, job.Queued}}, newest},
+		{"running, after the newest", Query{States: []job.State{job.Running}, After: newest[0]}, newest[1:]},
+		{"running, one a page", Query{States: []job.State{job.Running}, Limit: 1}, newest[:1]},
+		{"queued", Query{States: []job.State{job.Queued}}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := listed(t, ix, tc.q); !slices.Equal(got, tc.want) {
+				t.Errorf("listed %v, want %v", got, tc.want)
+			}
+		})
+	}
+	t.Run("finished job's cost", func(t *testing.T) {
+		l, _ := ix.list(Query{States: []job.State{job.Succeeded}, Limit: 1}, base.Add(1000*time.Hour))
+		at := l.Jobs[0].SubmittedAt
+		r := rec(l.Jobs[0].ID, at, job.Succeeded)
+		r.Status.FinishedAt, r.Status.EndedCost = at.Add(time.Minute), money.Micros(1_000_000)
+		r.Status.Checkpoint, r.Status.CheckpointSince = &job.CheckpointRef{Size: 100e9}, at
+		if want := r.CostAt(base.Add(1000 * time.Hour)); l.Jobs[0].CostUSD != want || want <= r.Status.EndedCost {
+			t.Errorf("listed cost %s, want %s (its attempts' and a minute of checkpoint storage)", l.Jobs[0].CostUSD, want)
+		}
+	})
+	t.Run("retention removes a batch", func(t *testing.T) {
+		ids := ix.expired(Retention{MaxJobs: 1000}, base, pruneBatch)
+		if len(ids) != 3000-len(running)-1000 {
+			t.Fatalf("%d jobs expired, want %d", len(ids), 3000-len(running)-1000)
+		}
+		ix.removed(ids)
+		all := listed(t, ix, Query{Limit: 1000})
+		if len(all) != 1000 {
+			t.Errorf("listed %d after the removal, want 1000 (a page)", len(all))
+		}
+		if got := listed(t, ix, Query{States: []job.State{job.Running}}); !slices.Equal(got, newest) {
+			t.Errorf("running jobs after the removal: %v, want %v", got, newest)
+		}
+		if again := ix.expired(Retention{MaxJobs: 1000}, base, pruneBatch); len(again) != 0 {
+			t.Errorf("%d more expired after the removal, want none", len(again))
+		}
+	})
 }

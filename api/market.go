@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -25,7 +26,7 @@ const pricePoints = 240
 type market struct {
 	mu      sync.RWMutex
 	regions map[string]*events.OffersUpdated // by provider/region
-	history map[string][]PricePoint          // by offer key
+	history map[string][]pricePoint          // by offer key
 	updated time.Time
 }
 
@@ -34,6 +35,18 @@ type PricePoint struct {
 	Time      time.Time    `json:"time"`
 	Price     money.Micros `json:"price_per_hour"`
 	Available int          `json:"available"`
+}
+
+// pricePoint is a PricePoint as the market keeps it: 2,000 offers of 240
+// points each are half a million of them.
+type pricePoint struct {
+	at        int64 // Unix nanoseconds
+	price     money.Micros
+	available int32
+}
+
+func (p pricePoint) view() PricePoint {
+	return PricePoint{Time: time.Unix(0, p.at).UTC(), Price: p.price, Available: int(p.available)}
 }
 
 // MarketOffer is an offer as the market page lists it.
@@ -56,7 +69,7 @@ type PriceHistory struct {
 }
 
 func newMarket() *market {
-	return &market{regions: map[string]*events.OffersUpdated{}, history: map[string][]PricePoint{}}
+	return &market{regions: map[string]*events.OffersUpdated{}, history: map[string][]pricePoint{}}
 }
 
 // offerKey names an offer across price updates.
@@ -91,14 +104,14 @@ func (m *market) apply(u *events.OffersUpdated, at time.Time) {
 		h := m.history[k]
 		if n := len(h); n > 0 {
 			last := h[n-1]
-			if !t.After(last.Time) || (last.Price == o.Price && last.Available == o.Available) {
+			if t.UnixNano() <= last.at || (last.price == o.Price && int(last.available) == o.Available) {
 				continue // no change, or an older update
 			}
 		}
 		if len(h) == pricePoints {
 			h = slices.Delete(h, 0, 1)
 		}
-		m.history[k] = append(h, PricePoint{Time: t, Price: o.Price, Available: o.Available})
+		m.history[k] = append(h, pricePoint{at: t.UnixNano(), price: o.Price, available: int32(min(max(o.Available, math.MinInt32), math.MaxInt32))})
 	}
 }
 
@@ -136,7 +149,11 @@ func (m *market) prices(key string) (PriceHistory, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	h, ok := m.history[key]
-	return PriceHistory{Key: key, Points: slices.Clone(h)}, ok
+	var points []PricePoint
+	for _, p := range h {
+		points = append(points, p.view())
+	}
+	return PriceHistory{Key: key, Points: points}, ok
 }
 
 // signedIn refuses a request without a principal: the market and alerts

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -39,14 +40,18 @@ func (s *Service) Prune(ctx context.Context, r Retention) (int, error) {
 	return n, nil
 }
 
-// removed marks jobs deleted from the bucket ahead of the watch.
+// removed marks jobs deleted from the bucket ahead of the watch. The
+// orders are compacted once for the whole batch: a retention round
+// removes the oldest jobs, and taking them out one by one would move
+// every other job each time.
 func (ix *index) removed(ids []string) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	gone := 0
 	for _, id := range ids {
 		if e, ok := ix.byID[id]; ok && !e.deleted {
-			ix.remove(e)
-			e.deleted = true
+			e.deleted, e.growing = true, nil
+			gone++
 			if ix.recs != nil {
 				ix.recs.put(id, nil, e.rev+1)
 			}
@@ -54,6 +59,11 @@ func (ix *index) removed(ids []string) {
 				ix.deleted(id)
 			}
 		}
+	}
+	if gone > 0 {
+		isDeleted := func(e *entry) bool { return e.deleted }
+		ix.order = slices.DeleteFunc(ix.order, isDeleted)
+		ix.active = slices.DeleteFunc(ix.active, isDeleted)
 	}
 }
 
@@ -64,26 +74,21 @@ func (ix *index) expired(r Retention, now time.Time, limit int) []string {
 	defer ix.mu.RUnlock()
 	over := 0
 	if r.MaxJobs > 0 {
-		finished := 0
-		for _, e := range ix.order {
-			if !e.deleted && !e.finishedAt.IsZero() {
-				finished++
-			}
-		}
-		over = finished - r.MaxJobs
+		// Every listed job not active has finished.
+		over = len(ix.order) - len(ix.active) - r.MaxJobs
 	}
 	var out []string
 	for _, e := range ix.order {
 		if len(out) == limit {
 			break
 		}
-		if e.deleted || e.finishedAt.IsZero() {
+		if e.deleted || e.finished == 0 {
 			continue
 		}
 		switch {
 		case over > 0:
 			over--
-		case r.MaxAge > 0 && now.Sub(e.finishedAt) > r.MaxAge:
+		case r.MaxAge > 0 && now.Sub(e.finishedAt()) > r.MaxAge:
 		default:
 			continue
 		}

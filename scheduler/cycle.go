@@ -47,7 +47,7 @@ func (s *Scheduler) cycle(ctx context.Context) {
 		slices.SortFunc(batch, queueLess)
 		batch = slices.Compact(batch)
 	} else {
-		batch = make([]*QueuedJob, 0, min(s.q.len(), 1024))
+		batch = make([]*QueuedJob, 0, s.q.len()) // one allocation, not a trail of copies
 		for _, qj := range s.q.jobs {
 			if needsLook(qj) {
 				batch = append(batch, qj)

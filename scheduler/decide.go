@@ -137,6 +137,12 @@ func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 		co.byID = byID
 	}
 	var plan Plan
+	if runningOn == nil {
+		// Sized once: a backlog that fits nowhere is all pending, and
+		// growing the slice job by job would leave copies of it behind
+		// (tens of MB with 100,000 queued) at every cycle.
+		plan.Pending = make([]Pending, 0, len(s.Jobs))
+	}
 	var moves []MoveOption
 	teams := teamBook(s.Teams)
 	for _, q := range s.Jobs {

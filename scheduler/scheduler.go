@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unique"
 
 	"go.uber.org/zap"
 
@@ -493,7 +494,8 @@ func (s *Scheduler) onJobChange(c events.JobChange) {
 
 // queuedJob is what a cycle needs of a job waiting for capacity.
 func queuedJob(r *job.Record) *QueuedJob {
-	q := &QueuedJob{ID: r.ID, Priority: r.Spec.Prio(), SubmittedAt: r.Status.SubmittedAt, Team: r.Spec.Team,
+	// Teams repeat across many jobs: one copy of each name.
+	q := &QueuedJob{ID: r.ID, Priority: r.Spec.Prio(), SubmittedAt: r.Status.SubmittedAt, Team: unique.Make(r.Spec.Team).Value(),
 		DeadlineAt: r.Status.DeadlineAt, Progress: r.Status.Progress, Req: RequirementsOf(r),
 		Moving: r.Status.State != job.Queued}
 	if r.Spec.MaxCost > 0 {

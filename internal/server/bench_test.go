@@ -410,6 +410,16 @@ func reportLatency(b *testing.B, lat []time.Duration, prefix string) {
 	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, prefix+"max-ms")
 }
 
+// memBreakdown says where the process's memory is, beside its RSS: the
+// heap, goroutine stacks and the runtime's own structures.
+func memBreakdown() string {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	mb := func(v uint64) float64 { return float64(v) / (1 << 20) }
+	return fmt.Sprintf("rss %.0f MB: heap in use %.0f MB, idle not released %.0f MB, stacks %.0f MB (%d goroutines), GC metadata %.0f MB, spans %.0f MB, other %.0f MB",
+		rssMB(), mb(ms.HeapInuse), mb(ms.HeapIdle-ms.HeapReleased), mb(ms.StackSys), runtime.NumGoroutine(), mb(ms.GCSys), mb(ms.MSpanSys), mb(ms.OtherSys+ms.BuckHashSys+ms.MCacheSys))
+}
+
 // rssMB reads the process's resident set size from /proc (0 elsewhere).
 func rssMB() float64 {
 	b, err := os.ReadFile("/proc/self/status")
@@ -470,7 +480,7 @@ func BenchmarkMemory100kQueuedJobs(b *testing.B) {
 				f.Close()
 			}
 		}
-		fmt.Printf("queued %d, heap in use %.0f MB (%.0f MB settled), last cycle %s\n", s.Scheduler().Stats().Queued, busy, settled, s.Scheduler().Stats().LastCycle)
+		fmt.Printf("queued %d, heap in use %.0f MB (%.0f MB settled), last cycle %s; %s\n", s.Scheduler().Stats().Queued, busy, settled, s.Scheduler().Stats().LastCycle, memBreakdown())
 		s.Close()
 	}
 }

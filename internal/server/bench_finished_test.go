@@ -1,0 +1,422 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"reflect"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/spotwise/spotwise/api"
+	"github.com/spotwise/spotwise/clock"
+	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/ledger"
+)
+
+// BenchmarkFinished1M is a server whose store holds 1,000,000 finished
+// jobs (retention.finished_max_jobs' default), as the real system stores
+// them: each job's record in the job-state bucket and its history in the
+// jobs stream, cloned from a job that ran on the simulated cloud (its
+// record and events, re-encoded with the real encoders for each clone's
+// ID, name, team, end and times, spread over the last 20 days), its
+// charges in the cost ledger and the ledger writer's place past them. The store
+// is filled by publishing into JetStream directly, in asynchronous
+// batches, then a server starts on it; the benchmark reports how long
+// the start took (the API's index and the scheduler reading every record)
+// and the highest RSS meanwhile, then 100 readers, each polling once a
+// second from a random phase for SPOTWISE_BENCH_READ_SECONDS seconds
+// (default 20), list 100 jobs per page: the newest, a team's, a state's
+// (finished ones, and running ones, which are few), and pages deep in the
+// store through the cursor, alone and with those filters. It reports the
+// list latency percentiles, the failed lists and the process's settled
+// RSS while serving. SPOTWISE_BENCH_FINISHED sets the number of jobs
+// (default 1,000,000). The targets are list p99 under 50 ms and RSS under
+// 400 MB.
+func BenchmarkFinished1M(b *testing.B) {
+	n := 1_000_000
+	if v, err := strconv.Atoi(os.Getenv("SPOTWISE_BENCH_FINISHED")); err == nil && v > 0 {
+		n = v
+	}
+	seconds := 20
+	if v, err := strconv.Atoi(os.Getenv("SPOTWISE_BENCH_READ_SECONDS")); err == nil && v > 0 {
+		seconds = v
+	}
+	rec, hist := finishedTemplate(b)
+	dir := b.TempDir()
+	filled := time.Now()
+	sample := fillFinished(b, dir, n, rec, hist)
+	b.Logf("store filled with %d finished jobs in %s", n, time.Since(filled).Round(time.Second))
+	runtime.GC()
+	debug.FreeOSMemory() // what the fill used is not the server's
+
+	cfg := testConfig(dir)
+	cfg.Sim.Speed = 1
+	cfg.Scheduler.ReconcileInterval = job.Duration(15 * time.Second)
+	peak := watchRSS()
+	started := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	s, err := Start(ctx, cfg, zap.NewNop())
+	cancel()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(s.Close)
+	// Start returns once the API's index holds every job; the scheduler
+	// reads the bucket too, and reconciles once it has.
+	for deadline := time.Now().Add(5 * time.Minute); s.Stats().Reconciles == 0; {
+		if time.Now().After(deadline) {
+			b.Fatal("the scheduler did not load the store within 5 minutes")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	startTook := time.Since(started)
+	startPeak := peak()
+	l, err := clientOf(s).List(context.Background(), api.Query{Limit: 1})
+	if err != nil || len(l.Jobs) == 0 {
+		b.Fatalf("listing the filled store: %v", err)
+	}
+
+	hc := readerClient(100)
+	teams := finishedTeams
+	list := func(_ int, rng *rand.Rand) error {
+		q := "/v1/jobs?limit=100"
+		switch rng.IntN(7) {
+		case 1:
+			q += "&state=" + []string{"succeeded", "failed", "cancelled"}[rng.IntN(3)]
+		case 2:
+			q += "&state=running"
+		case 3:
+			q += "&team=" + teams[rng.IntN(len(teams))]
+		case 4:
+			q += "&after=" + sample[rng.IntN(len(sample))]
+		case 5:
+			q += "&team=" + teams[rng.IntN(len(teams))] + "&after=" + sample[rng.IntN(len(sample))]
+		case 6:
+			q += "&state=failed&after=" + sample[rng.IntN(len(sample))]
+		}
+		return fetchFrom(hc, s, q)
+	}
+	b.ResetTimer()
+	defer cpuProfile()()
+	for i := 0; b.Loop(); i++ {
+		if i > 0 {
+			continue // one run, whatever -benchtime asks for
+		}
+		lat, _, failed := poll(100, time.Duration(seconds)*time.Second, list)
+		reportLatency(b, lat, "list-")
+		b.ReportMetric(float64(failed), "list-failed")
+	}
+	b.StopTimer()
+	b.ReportMetric(startTook.Seconds(), "start-s")
+	b.ReportMetric(startPeak, "start-peak-rss-MB")
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MB")
+	debug.FreeOSMemory()
+	b.ReportMetric(rssMB(), "rss-MB")
+	b.Log(memBreakdown())
+	if path := os.Getenv("SPOTWISE_HEAP_PROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			_ = pprof.WriteHeapProfile(f)
+			f.Close()
+		}
+	}
+}
+
+// finishedTeams are the teams the finished jobs belong to, round robin.
+var finishedTeams = []string{"vision", "speech", "ranking", "research", "platform", "ads", "search", "robotics"}
+
+// finishedTemplate runs one job to its end on a server of its own (the
+// simulated cloud at 3,600x) and returns its record and history as the
+// store holds them.
+func finishedTemplate(b *testing.B) ([]byte, []events.HistoryEntry) {
+	b.Helper()
+	s := benchServer(b, 3600)
+	defer s.Close()
+	spec := []byte("name: nightly-train\nteam: vision\ncommand: [python, train.py, --epochs, '90']\nimage: ghcr.io/example/train:1.0\nresources: {gpus_per_node: 1}\nwork: 20m on T4\ncheckpoint: {duration: 10s}\n")
+	ctx := context.Background()
+	r, err := s.api.Submit(asOperator(ctx), spec, "", "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	id := r.Job.ID
+	var rec *job.Record
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		if rec, _, err = s.Bus().Jobs().Get(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+		// Settled: its capacity released and gone, as a job that
+		// finished a while ago is (a record caught at its end would
+		// still hold charges open).
+		settled := rec.Status.State.Terminal() && rec.Status.Current == nil && rec.Status.Previous == nil
+		if settled || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if rec.Status.State != job.Succeeded || rec.Status.Current != nil || rec.Status.Previous != nil {
+		b.Fatalf("the template job is %s, not succeeded with its capacity gone", rec.Status.State)
+	}
+	hist, err := s.Bus().JobHistory(ctx, id, 0)
+	if err != nil || len(hist) == 0 {
+		b.Fatalf("the template job's history: %d events, %v", len(hist), err)
+	}
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, h := range hist {
+		kinds[h.Event.Kind]++
+	}
+	b.Logf("each finished job: a record of %d bytes, a history of %d events %v", len(raw), len(hist), kinds)
+	return raw, hist
+}
+
+// fillFinished stores n finished jobs cloned from a template in a new
+// store in dir and returns a sample of their IDs (for cursors).
+func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.HistoryEntry) []string {
+	b.Helper()
+	ctx := context.Background()
+	bus, err := events.Open(ctx, events.Config{ConnName: "fill", Embedded: events.EmbeddedOptions{DataDir: dir, ServerName: "spotwise"}},
+		"spotwise-server", clock.Real{}, zap.NewNop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bus.Close()
+	var first job.Record
+	if err := json.Unmarshal(tpl, &first); err != nil {
+		b.Fatal(err)
+	}
+	tplv := reflect.ValueOf(first)
+	// Job i was submitted at start + i*step: the newest a minute ago,
+	// the oldest 20 days ago.
+	end := time.Now().Add(-time.Minute)
+	step := 20 * 24 * time.Hour / time.Duration(n)
+	start := end.Add(-time.Duration(n) * step)
+	ends := []job.State{job.Succeeded, job.Succeeded, job.Succeeded, job.Succeeded, job.Succeeded, job.Succeeded, job.Failed, job.Cancelled}
+	names := []string{"nightly-train", "eval", "sweep-lr", "finetune", "distill", "embed-refresh", "ablation", "pretrain-shard"}
+	sample := make([]string, 0, 10_000)
+	var smu sync.Mutex
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	const workers = 2
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			js, err := jetstream.New(bus.Conn(), jetstream.WithPublishAsyncMaxPending(4096),
+				jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { failed.Add(1) }))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			// A publish the client holds back (too many unacknowledged)
+			// waits for the acknowledgements and goes again.
+			publish := func(subject string, data []byte) {
+				for try := 0; ; try++ {
+					_, err := js.PublishAsync(subject, data)
+					if err == nil {
+						return
+					}
+					if try == 10 {
+						failed.Add(1)
+						return
+					}
+					<-js.PublishAsyncComplete()
+				}
+			}
+			for i := w; i < n; i += workers {
+				at := start.Add(time.Duration(i) * step)
+				d := at.Sub(first.Status.SubmittedAt)
+				r := cloneShifted(tplv, d).Interface().(job.Record)
+				id := job.NewID(at)
+				r.ID, r.Spec.Name, r.Spec.Team = id, names[i%len(names)], finishedTeams[i%len(finishedTeams)]
+				r.Status.State = ends[i%len(ends)]
+				for k := range r.Status.Attempts {
+					r.Status.Attempts[k].LaunchKey = job.LaunchKey(id, r.Status.Attempts[k].N)
+				}
+				data, err := json.Marshal(&r)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				publish("$KV."+events.BucketJobs+"."+id, data)
+				for _, h := range hist {
+					ev := *h.Event
+					ev.JobID = id
+					if ev.State.Terminal() {
+						ev.State = r.Status.State
+					}
+					data, err := events.Encode(&ev, "", h.Envelope.Source, h.Envelope.Time.Add(d))
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					publish(events.JobEventsSubject(id), data)
+				}
+				// Its charges, as the ledger's writer appends them once
+				// the job has ended (without the de-duplication ID, which
+				// only matters for two minutes).
+				closed, _ := ledger.Charges(&r, r.Status.FinishedAt)
+				for _, e := range closed {
+					e.RecordedAt = r.Status.FinishedAt
+					data, err := json.Marshal(&e)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					publish(events.LedgerJobSubject(id), data)
+				}
+				if i%(n/cap(sample)+1) == 0 {
+					smu.Lock()
+					sample = append(sample, id)
+					smu.Unlock()
+				}
+				if i%4096 < workers {
+					<-js.PublishAsyncComplete()
+				}
+			}
+			<-js.PublishAsyncComplete()
+		}()
+	}
+	wg.Wait()
+	if f := failed.Load(); f > 0 {
+		b.Fatalf("%d publishes failed while filling the store", f)
+	}
+	// The ledger's writer has written the charges of every record
+	// version up to the last: its place, as it keeps it in the meta
+	// bucket (ledger's cursorKey).
+	st, err := jetstream.New(bus.Conn())
+	if err != nil {
+		b.Fatal(err)
+	}
+	kv, err := st.Stream(ctx, "KV_"+events.BucketJobs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	info, err := kv.Info(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := bus.Meta().Put(ctx, "ledger.cursor", []byte(strconv.FormatUint(info.State.LastSeq, 10))); err != nil {
+		b.Fatal(err)
+	}
+	return sample
+}
+
+var timeType = reflect.TypeFor[time.Time]()
+
+// cloneShifted is a deep copy of v (a record: structs, pointers and
+// slices; maps are shared) with every time set in it moved by d.
+func cloneShifted(v reflect.Value, d time.Duration) reflect.Value {
+	switch v.Kind() {
+	case reflect.Struct:
+		if v.Type() == timeType {
+			if t := v.Interface().(time.Time); !t.IsZero() {
+				return reflect.ValueOf(t.Add(d))
+			}
+			return v
+		}
+		out := reflect.New(v.Type()).Elem()
+		out.Set(v)
+		for i := range v.NumField() {
+			switch f := out.Field(i); f.Kind() {
+			case reflect.Struct, reflect.Pointer, reflect.Slice:
+				if f.CanSet() {
+					f.Set(cloneShifted(v.Field(i), d))
+				}
+			}
+		}
+		return out
+	case reflect.Pointer:
+		if v.IsNil() {
+			return v
+		}
+		p := reflect.New(v.Type().Elem())
+		p.Elem().Set(cloneShifted(v.Elem(), d))
+		return p
+	case reflect.Slice:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		for i := range v.Len() {
+			out.Index(i).Set(cloneShifted(v.Index(i), d))
+		}
+		return out
+	}
+	return v
+}
+
+// watchRSS samples the process's RSS every 100 ms until the returned
+// function is called, which returns the highest seen.
+func watchRSS() func() float64 {
+	var top atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if v := int64(rssMB()); v > top.Load() {
+				top.Store(v)
+			}
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() float64 {
+		close(stop)
+		<-done
+		return float64(top.Load())
+	}
+}
+
+// readerClient is an HTTP client with a connection for each of readers.
+func readerClient(readers int) *http.Client {
+	return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: readers, MaxConnsPerHost: readers}}
+}
+
+// fetchFrom GETs path from s as the operator and reads the answer
+// without decoding it (the readers share the server's two cores).
+func fetchFrom(hc *http.Client, s *Server, path string) error {
+	req, err := http.NewRequest(http.MethodGet, "http://"+s.HTTPAddr()+path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.OperatorToken())
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return nil
+}
