@@ -244,8 +244,12 @@ func Open(ctx context.Context, cfg Config, source string, clk clock.Clock, log *
 			b.shutdownServer()
 			return nil, err
 		}
-		opts = append(opts, nats.InProcessServer(ns), credsOption(creds))
-		sysOpts = append(sysOpts, nats.InProcessServer(ns))
+		// In process there is no network to time out on: a handshake that
+		// takes long is the server verifying credentials on a loaded
+		// machine (seconds, under the race detector), and failing it
+		// would fail the start.
+		opts = append(opts, nats.InProcessServer(ns), credsOption(creds), nats.Timeout(embeddedHandshake))
+		sysOpts = append(sysOpts, nats.InProcessServer(ns), nats.Timeout(embeddedHandshake))
 		url = ns.ClientURL()
 	} else {
 		if cfg.IdentityDir != "" {
@@ -325,6 +329,9 @@ func Open(ctx context.Context, cfg Config, source string, clk clock.Clock, log *
 	}
 	return b, nil
 }
+
+// embeddedHandshake bounds connecting to the embedded server.
+const embeddedHandshake = 30 * time.Second
 
 func appendAuth(opts []nats.Option, cfg Config) ([]nats.Option, error) {
 	switch {
