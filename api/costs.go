@@ -28,6 +28,8 @@ type spendSegment struct {
 	// total is what a closed segment bills in all.
 	total money.Micros
 	dims  *ledger.Dims
+	// job is whose it is: empty for overhead that belongs to no job.
+	job string
 }
 
 // cost is what the segment bills from its start up to t.
@@ -48,7 +50,7 @@ func openOf(r *job.Record) []spendSegment {
 	running := ledger.Running(r)
 	out := make([]spendSegment, 0, len(running))
 	for _, e := range running {
-		g := spendSegment{from: e.Start, to: e.End, hourly: e.PricePerHour, dims: ledger.DimsOf(&e)}
+		g := spendSegment{from: e.Start, to: e.End, hourly: e.PricePerHour, dims: ledger.DimsOf(&e), job: e.JobID}
 		if !g.to.IsZero() {
 			if !g.to.After(g.from) {
 				continue
@@ -153,7 +155,7 @@ func (s *Service) Costs(ctx context.Context, q CostQuery) (*CostSeries, error) {
 			if (q.Team != "" || !allTeams) && r.Team != q.Team || r.JobID == "" && !allTeams {
 				return true
 			}
-			g := spendSegment{from: r.Start, to: r.End, hourly: r.Price, total: r.Cost, dims: r.Dims}
+			g := spendSegment{from: r.Start, to: r.End, hourly: r.Price, total: r.Cost, dims: r.Dims, job: r.JobID}
 			if out.add(q, g, n, now) && r.JobID != "" {
 				jobs[r.JobID] = true
 			}
@@ -249,7 +251,7 @@ func (c *CostSeries) add(q CostQuery, g spendSegment, n int, now time.Time) bool
 	} else if g.from.Before(q.From) || !g.from.Before(q.To) {
 		return false
 	}
-	grp := c.group(c.keyOf(g.dims, ""), n)
+	grp := c.group(c.keyOf(g.dims, g.job, ""), n)
 	overhead := g.dims.Kind == ledger.Overhead
 	billed := false
 	put := func(b int, v money.Micros) {
@@ -290,11 +292,11 @@ func (c *CostSeries) saved(q CostQuery, s *Service, e *entry, n int, now time.Ti
 	}
 	cost := e.costAt(now)
 	team := e.teamName()
-	last := ledger.Dims{JobID: e.id, Team: team}
+	last := ledger.Dims{Team: team}
 	if p := e.lastPlacement(); p != nil {
 		last.Provider, last.Region, last.Purchase, last.GPU = p.Provider, p.Region, p.Purchase, p.GPU
 	}
-	grp := c.group(c.keyOf(&last, team), n)
+	grp := c.group(c.keyOf(&last, e.id, team), n)
 	sv := savings(e.baseline, e.progress, cost)
 	grp.Finished++
 	grp.Baseline += sv + cost
@@ -303,11 +305,11 @@ func (c *CostSeries) saved(q CostQuery, s *Service, e *entry, n int, now time.Ti
 }
 
 // keyOf is a group's key: the dimensions grouped by, joined by "/".
-func (c *CostSeries) keyOf(d *ledger.Dims, team string) string {
+func (c *CostSeries) keyOf(d *ledger.Dims, jobID, team string) string {
 	parts := make([]string, len(c.keys))
 	for i, k := range c.keys {
 		v := map[string]string{"team": d.Team, "provider": d.Provider, "purchase": d.Purchase, "region": d.Region,
-			"gpu": d.GPU, "job": d.JobID, "kind": string(d.Kind), "category": d.Category}[k]
+			"gpu": d.GPU, "job": jobID, "kind": string(d.Kind), "category": d.Category}[k]
 		if k == "team" && v == "" {
 			v = team
 		}

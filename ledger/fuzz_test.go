@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
@@ -19,6 +21,8 @@ func FuzzLedgerEntry(f *testing.F) {
 	f.Add([]byte(`{"id":"overhead/i-2","kind":"overhead","category":"orphan","start":"2026-12-01T00:00:00Z","end":"2026-12-01T00:00:00Z","cost":1}`))
 	f.Add([]byte(`{"id":"x","kind":"usage","start":"2026-12-01T02:00:00Z","end":"2026-12-01T01:00:00Z","cost":1}`))
 	f.Add([]byte(`{"kind":"usage"}`))
+	f.Add([]byte(`{"id":"j/a2/transfer","kind":"transfer","category":"checkpoint","start":"2026-12-01T00:00:00.123456789+02:00","end":"2026-12-01T00:00:00.123456789+02:00","quantity":50,"unit":"GB","cost":1,"list_cost":1,"job_id":"other","instance":"i-9","attempt":-3,"reverses":"elsewhere","recorded_at":"0001-01-01T00:00:00Z"}`))
+	f.Add([]byte(`{"id":"j/a1/i-1/0","kind":"usage","start":"2999-12-31T23:00:00Z","end":"2999-12-31T23:59:59.999999999Z","price_per_hour":1,"cost":1,"job_id":"j","instance":"i-1","gpus":8,"gpu":"A100","recorded_at":"2026-12-01T01:00:00Z"}`))
 	f.Add([]byte(`not json`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		v := NewView(zap.NewNop())
@@ -33,6 +37,19 @@ func FuzzLedgerEntry(f *testing.F) {
 		})
 		if rows+v.Garbled() != 2 {
 			t.Fatalf("%d rows and %d garbled of 2 messages", rows, v.Garbled())
+		}
+		// What the view kept reads back as the entry it was, but for what
+		// it does not keep (the job's name and labels, the interruption).
+		var want Entry
+		if json.Unmarshal(data, &want) == nil && want.Check() == nil {
+			want.JobName, want.Labels, want.Interrupted = "", nil, false
+			want.Start, want.End, want.RecordedAt = want.Start.UTC(), want.End.UTC(), want.RecordedAt.UTC()
+			v.Each(time.Time{}, time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), func(r *Row) bool {
+				if got := r.Entry(); !reflect.DeepEqual(got, want) {
+					t.Fatalf("the view reads back\n%+v\nfor\n%+v", got, want)
+				}
+				return true
+			})
 		}
 		for _, c := range v.months {
 			months += int64(c)

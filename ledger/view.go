@@ -2,10 +2,13 @@ package ledger
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"math"
+	"strings"
 	"sync"
 	"time"
-	"unique"
+	"unsafe"
 
 	"go.uber.org/zap"
 
@@ -16,20 +19,33 @@ import (
 // View is every server's copy of the ledger, kept current by following its
 // stream: the charges, compactly, for the cost reports, each team's spend
 // per calendar month for its budget, and running totals for the metrics.
+//
+// A million finished jobs leave millions of charges, so the view does not
+// keep them as structs: each is encoded once into an append-only arena of
+// byte chunks (about eighty bytes a charge: its ID, the job and instance
+// as parts of the ID where they are, times and money as varints, its
+// dimensions as an index into the few distinct sets), and Each decodes
+// them one at a time. The strings Each hands out point into the arena,
+// which is never written over: they may be kept.
 type View struct {
 	log *zap.Logger
 
 	mu      sync.RWMutex
-	rows    []Row
+	chunks  [][]byte
+	rows    int
+	dims    []*Dims
+	dimsIx  map[*Dims]uint32
 	months  map[teamMonth]money.Micros
 	totals  map[SpendKey]money.Micros
 	owed    map[SpendKey]money.Micros
 	byJob   map[string]money.Micros
 	garbled int
 	ready   chan struct{}
+	scratch []byte
 }
 
-// Row is one entry as the view keeps it.
+// Row is one entry as the view hands it out (its job's name, labels and
+// interruption are not kept).
 type Row struct {
 	ID       string
 	Reverses string
@@ -42,11 +58,13 @@ type Row struct {
 	Quantity float64
 	Attempt  int
 	Recorded time.Time
+	JobID    string
 	*Dims
 }
 
 // Dims are the dimensions an entry is reported by, shared between the
-// entries that have the same.
+// entries that have the same: there are as many sets as teams times the
+// kinds of capacity they use, not one per job.
 type Dims struct {
 	Kind         Kind
 	Category     string
@@ -59,7 +77,6 @@ type Dims struct {
 	GPU          string
 	GPUs         int
 	Reservation  string
-	JobID        string
 	Team         string
 }
 
@@ -74,7 +91,7 @@ type teamMonth struct {
 // NewView returns an empty view; Follow fills it.
 func NewView(log *zap.Logger) *View {
 	return &View{log: log, months: map[teamMonth]money.Micros{}, totals: map[SpendKey]money.Micros{}, owed: map[SpendKey]money.Micros{},
-		byJob: map[string]money.Micros{}, ready: make(chan struct{})}
+		byJob: map[string]money.Micros{}, dimsIx: map[*Dims]uint32{}, ready: make(chan struct{})}
 }
 
 // Follow reads the ledger into the view and keeps it current until stop;
@@ -111,52 +128,202 @@ func (v *View) take(m events.LedgerMsg) {
 	v.Add(e)
 }
 
-var dimsCache sync.Map // unique.Handle[Dims] -> *Dims
+var dimsCache sync.Map // Dims -> *Dims
 
 // DimsOf are an entry's dimensions: one copy of each set, shared by every
 // row and report that has it.
 func DimsOf(e *Entry) *Dims {
 	d := Dims{Kind: e.Kind, Category: e.Category, Unit: e.Unit, Provider: e.Provider, Region: e.Region, Zone: e.Zone,
-		InstanceType: e.InstanceType, Purchase: e.Purchase, GPU: e.GPU, GPUs: e.GPUs, Reservation: e.Reservation,
-		JobID: e.JobID, Team: e.Team}
-	h := unique.Make(d)
-	dp, ok := dimsCache.Load(h)
-	if !ok {
-		dp, _ = dimsCache.LoadOrStore(h, &d)
+		InstanceType: e.InstanceType, Purchase: e.Purchase, GPU: e.GPU, GPUs: e.GPUs, Reservation: e.Reservation, Team: e.Team}
+	if dp, ok := dimsCache.Load(d); ok {
+		return dp.(*Dims)
 	}
+	// Kept, the strings are copied out of the entry they came from.
+	for _, f := range []*string{&d.Category, &d.Unit, &d.Provider, &d.Region, &d.Zone, &d.InstanceType, &d.Purchase, &d.GPU, &d.Reservation, &d.Team} {
+		*f = strings.Clone(*f)
+	}
+	d.Kind = Kind(strings.Clone(string(d.Kind)))
+	dp, _ := dimsCache.LoadOrStore(d, &d)
 	return dp.(*Dims)
 }
 
 // Add takes one entry into the view (Follow calls it for each stored one).
 func (v *View) Add(e Entry) {
-	r := Row{ID: e.ID, Reverses: e.Reverses, Instance: e.Instance, Start: e.Start.UTC(), End: e.End.UTC(), Price: e.PricePerHour,
-		Cost: e.Cost, ListCost: e.ListCost, Quantity: e.Quantity, Attempt: e.Attempt, Recorded: e.RecordedAt.UTC(), Dims: DimsOf(&e)}
+	dims := DimsOf(&e)
+	start, end := e.Start.UTC(), e.End.UTC()
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.rows = append(v.rows, r)
+	jobID := v.store(&e, dims)
 	// The totals only grow: a reversal is owed, and taken from the next
 	// charge of the same key (which a reversal's new version is).
-	k := SpendKey{r.Team, r.Provider, r.Purchase}
-	if r.Cost < 0 {
-		v.owed[k] -= r.Cost
+	k := SpendKey{dims.Team, dims.Provider, dims.Purchase}
+	if e.Cost < 0 {
+		v.owed[k] -= e.Cost
 	} else {
-		pay := min(r.Cost, v.owed[k])
+		pay := min(e.Cost, v.owed[k])
 		v.owed[k] -= pay
-		v.totals[k] += r.Cost - pay
+		v.totals[k] += e.Cost - pay
 	}
-	if r.JobID != "" {
-		v.byJob[r.JobID] += r.Cost
+	if jobID != "" {
+		v.byJob[jobID] += e.Cost
 	}
 	// The row's cost by calendar month, cut exactly at month edges.
-	for lo := r.Start; ; {
-		start := monthStart(lo)
-		hi := start.AddDate(0, 1, 0)
-		v.months[teamMonth{r.Team, start.Unix()}] += r.CostUpTo(hi) - r.CostUpTo(lo)
-		if !hi.Before(r.End) {
+	r := Row{Start: start, End: end, Price: e.PricePerHour, Cost: e.Cost}
+	for lo := start; ; {
+		ms := monthStart(lo)
+		hi := ms.AddDate(0, 1, 0)
+		v.months[teamMonth{dims.Team, ms.Unix()}] += r.CostUpTo(hi) - r.CostUpTo(lo)
+		if !hi.Before(end) {
 			break
 		}
 		lo = hi
 	}
+}
+
+// chunkSize is the arena's unit: rows are never split between chunks.
+const chunkSize = 1 << 20
+
+// Row encoding flags.
+const (
+	jobInID        = 1 << iota // the job's ID is the entry ID's first part
+	jobInline                  // the job's ID follows
+	instanceInID               // the instance is a part of the entry ID
+	instanceInline             // the instance follows
+	reversesID                 // Reverses is the ID less its "~r"
+	reversesInline             // Reverses follows
+)
+
+// store appends e to the arena, under v.mu, and returns its job's ID as
+// the arena holds it.
+func (v *View) store(e *Entry, dims *Dims) string {
+	di, ok := v.dimsIx[dims]
+	if !ok {
+		di = uint32(len(v.dims))
+		v.dims = append(v.dims, dims)
+		v.dimsIx[dims] = di
+	}
+	var flags byte
+	b := append(v.scratch[:0], 0)
+	b = appendString(b, e.ID)
+	switch {
+	case e.JobID == "":
+	case strings.HasPrefix(e.ID, e.JobID):
+		flags |= jobInID
+		b = binary.AppendUvarint(b, uint64(len(e.JobID)))
+	default:
+		flags |= jobInline
+		b = appendString(b, e.JobID)
+	}
+	if e.Instance != "" {
+		if i := strings.Index(e.ID, e.Instance); i >= 0 {
+			flags |= instanceInID
+			b = binary.AppendUvarint(b, uint64(i))
+			b = binary.AppendUvarint(b, uint64(len(e.Instance)))
+		} else {
+			flags |= instanceInline
+			b = appendString(b, e.Instance)
+		}
+	}
+	switch {
+	case e.Reverses == "":
+	case e.ID == e.Reverses+"~r":
+		flags |= reversesID
+	default:
+		flags |= reversesInline
+		b = appendString(b, e.Reverses)
+	}
+	b[0] = flags
+	b = appendTime(b, e.Start)
+	b = binary.AppendUvarint(b, uint64(e.End.Sub(e.Start))) // Check: 0 <= End-Start <= 10 years
+	b = appendTime(b, e.RecordedAt)
+	b = binary.AppendVarint(b, int64(e.PricePerHour))
+	b = binary.AppendVarint(b, int64(e.Cost))
+	b = binary.AppendVarint(b, int64(e.ListCost))
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(e.Quantity))
+	b = binary.AppendVarint(b, int64(e.Attempt))
+	b = binary.AppendUvarint(b, uint64(di))
+	v.scratch = b
+
+	last := len(v.chunks) - 1
+	if last < 0 || len(v.chunks[last])+len(b) > cap(v.chunks[last]) {
+		v.chunks = append(v.chunks, make([]byte, 0, max(chunkSize, len(b))))
+		last++
+	}
+	at := len(v.chunks[last])
+	v.chunks[last] = append(v.chunks[last], b...)
+	v.rows++
+	if flags&(jobInID|jobInline) == 0 {
+		return ""
+	}
+	var r Row
+	v.decode(v.chunks[last][at:], &r)
+	return r.JobID
+}
+
+func appendString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+func appendTime(b []byte, t time.Time) []byte {
+	return binary.AppendUvarint(binary.AppendVarint(b, t.Unix()), uint64(t.Nanosecond()))
+}
+
+// decode reads the row that starts b into r and returns its length. The
+// arena is v's own encoding: it is not checked again.
+func (v *View) decode(b []byte, r *Row) int {
+	at := 1
+	uvarint := func() uint64 {
+		x, n := binary.Uvarint(b[at:])
+		at += n
+		return x
+	}
+	varint := func() int64 {
+		x, n := binary.Varint(b[at:])
+		at += n
+		return x
+	}
+	str := func(n int) string {
+		s := unsafe.String(unsafe.SliceData(b[at:]), n)
+		at += n
+		return s
+	}
+	tm := func() time.Time {
+		sec := varint()
+		return time.Unix(sec, int64(uvarint())).UTC()
+	}
+	flags := b[0]
+	r.ID = str(int(uvarint()))
+	r.JobID, r.Instance, r.Reverses = "", "", ""
+	switch {
+	case flags&jobInID != 0:
+		r.JobID = r.ID[:uvarint()]
+	case flags&jobInline != 0:
+		r.JobID = str(int(uvarint()))
+	}
+	switch {
+	case flags&instanceInID != 0:
+		i := uvarint()
+		r.Instance = r.ID[i : i+uvarint()]
+	case flags&instanceInline != 0:
+		r.Instance = str(int(uvarint()))
+	}
+	switch {
+	case flags&reversesID != 0:
+		r.Reverses = r.ID[:len(r.ID)-len("~r")]
+	case flags&reversesInline != 0:
+		r.Reverses = str(int(uvarint()))
+	}
+	r.Start = tm()
+	r.End = r.Start.Add(time.Duration(uvarint()))
+	r.Recorded = tm()
+	r.Price = money.Micros(varint())
+	r.Cost = money.Micros(varint())
+	r.ListCost = money.Micros(varint())
+	r.Quantity = math.Float64frombits(binary.LittleEndian.Uint64(b[at:]))
+	at += 8
+	r.Attempt = int(varint())
+	r.Dims = v.dims[uvarint()]
+	return at
 }
 
 // CostUpTo is what the row bills from its start up to t: its price for
@@ -213,23 +380,33 @@ func (v *View) JobTotal(jobID string) money.Micros {
 
 // Each calls fn, under the view's read lock, with every row that bills
 // something in [from, to) (a one-off charge: made then), until fn returns
-// false.
+// false. The row is fn's only for the call (its strings may be kept).
 func (v *View) Each(from, to time.Time, fn func(*Row) bool) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	for i := range v.rows {
-		r := &v.rows[i]
-		if r.End.Equal(r.Start) {
-			if r.Start.Before(from) || !r.Start.Before(to) {
+	var r Row
+	for _, c := range v.chunks {
+		for at := 0; at < len(c); {
+			at += v.decode(c[at:], &r)
+			if r.End.Equal(r.Start) {
+				if r.Start.Before(from) || !r.Start.Before(to) {
+					continue
+				}
+			} else if !r.End.After(from) || !r.Start.Before(to) {
 				continue
 			}
-		} else if !r.End.After(from) || !r.Start.Before(to) {
-			continue
-		}
-		if !fn(r) {
-			return
+			if !fn(&r) {
+				return
+			}
 		}
 	}
+}
+
+// Len is how many rows the view holds.
+func (v *View) Len() int {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.rows
 }
 
 // Entry is the row as an entry (its job's name and labels are not kept).
