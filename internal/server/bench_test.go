@@ -416,8 +416,8 @@ func memBreakdown() string {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	mb := func(v uint64) float64 { return float64(v) / (1 << 20) }
-	return fmt.Sprintf("rss %.0f MB: heap in use %.0f MB, idle not released %.0f MB, stacks %.0f MB (%d goroutines), GC metadata %.0f MB, spans %.0f MB, other %.0f MB",
-		rssMB(), mb(ms.HeapInuse), mb(ms.HeapIdle-ms.HeapReleased), mb(ms.StackSys), runtime.NumGoroutine(), mb(ms.GCSys), mb(ms.MSpanSys), mb(ms.OtherSys+ms.BuckHashSys+ms.MCacheSys))
+	return fmt.Sprintf("rss %.0f MB: heap in use %.0f MB (live objects %.0f MB), idle not released %.0f MB, stacks %.0f MB (%d goroutines), GC metadata %.0f MB, spans %.0f MB, other %.0f MB",
+		rssMB(), mb(ms.HeapInuse), mb(ms.HeapAlloc), mb(ms.HeapIdle-ms.HeapReleased), mb(ms.StackSys), runtime.NumGoroutine(), mb(ms.GCSys), mb(ms.MSpanSys), mb(ms.OtherSys+ms.BuckHashSys+ms.MCacheSys))
 }
 
 // rssMB reads the process's resident set size from /proc (0 elsewhere).
