@@ -23,6 +23,7 @@ import (
 	"github.com/spotwise/spotwise/api"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/scheduler"
 )
 
 func benchServer(b *testing.B, speed float64) *Server {
@@ -32,12 +33,34 @@ func benchServer(b *testing.B, speed float64) *Server {
 	cfg.Scheduler.ReconcileInterval = job.Duration(15 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := Start(ctx, cfg, zap.NewNop())
+	s, err := Start(ctx, cfg, benchLogger())
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(s.Close)
 	return s
+}
+
+// schedStats are the server's scheduler's counts; zero between terms
+// (its lease lost).
+func schedStats(s *Server) scheduler.Stats {
+	if sc := s.Scheduler(); sc != nil {
+		return sc.Stats()
+	}
+	return scheduler.Stats{}
+}
+
+// benchLogger writes the server's warnings and errors to stderr as they
+// happen (a lost lease, a failed write): what explains a bad figure.
+func benchLogger() *zap.Logger {
+	cfg := zap.NewProductionConfig()
+	cfg.Level = zap.NewAtomicLevelAt(zap.WarnLevel)
+	cfg.Sampling = &zap.SamplingConfig{Initial: 5, Thereafter: 1000}
+	log, err := cfg.Build()
+	if err != nil {
+		return zap.NewNop()
+	}
+	return log
 }
 
 // fillStore gives a server the store of one that has run a while: ended
@@ -61,10 +84,10 @@ func fillStore(b *testing.B, s *Server, ended, queued int) {
 		return err
 	})
 	deadline := time.Now().Add(5 * time.Minute)
-	for s.Scheduler().Stats().Queued < int64(queued) && time.Now().Before(deadline) {
+	for schedStats(s).Queued < int64(queued) && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
-	if q := s.Scheduler().Stats().Queued; q < int64(queued) {
+	if q := schedStats(s).Queued; q < int64(queued) {
 		b.Fatalf("%d of %d backlog jobs queued", q, queued)
 	}
 	time.Sleep(2 * time.Second) // the first cycles over the backlog
@@ -208,7 +231,7 @@ func BenchmarkSubmitToPlacedAged200PerSecond(b *testing.B) {
 	}
 	reportLatency(b, lat, "")
 	reportLatency(b, last, "last-minute-")
-	b.ReportMetric(float64(s.Scheduler().Stats().Queued), "queued-at-end")
+	b.ReportMetric(float64(schedStats(s).Queued), "queued-at-end")
 	b.ReportMetric(rssMB(), "rss-MB")
 	if path := os.Getenv("SPOTWISE_HEAP_PROFILE"); path != "" {
 		if f, err := os.Create(path); err == nil {
@@ -262,11 +285,14 @@ func minuteByMinute(b *testing.B, s *Server) func() {
 		}
 		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
-	lastCPU, lastPlaced := cpu(), s.Scheduler().Stats().Placements
+	lastCPU, lastPlaced := cpu(), schedStats(s).Placements
 	log := func(n int) {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		st := s.Scheduler().Stats()
+		st := schedStats(s)
+		if s.Scheduler() == nil {
+			b.Logf("minute %d: this server holds no scheduler term (its lease was lost)", n)
+		}
 		insts := -1
 		if t := s.term.Load(); t != nil && t.cloud != nil {
 			if l, err := t.cloud.Instances(context.Background()); err == nil {
@@ -452,7 +478,7 @@ func BenchmarkMemory100kQueuedJobs(b *testing.B) {
 			return err
 		})
 		deadline := time.Now().Add(10 * time.Minute)
-		for s.Scheduler().Stats().Queued < total && time.Now().Before(deadline) {
+		for schedStats(s).Queued < total && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		// Let the first full cycle over the queue and its writes finish.
@@ -473,14 +499,14 @@ func BenchmarkMemory100kQueuedJobs(b *testing.B) {
 		b.ReportMetric(settled, "settled-heap-MB")
 		debug.FreeOSMemory() // hand back what the submission burst used
 		b.ReportMetric(rssMB(), "settled-rss-MB")
-		b.ReportMetric(float64(s.Scheduler().Stats().Queued), "queued")
+		b.ReportMetric(float64(schedStats(s).Queued), "queued")
 		if path := os.Getenv("SPOTWISE_HEAP_PROFILE"); path != "" {
 			if f, err := os.Create(path); err == nil {
 				_ = pprof.WriteHeapProfile(f)
 				f.Close()
 			}
 		}
-		fmt.Printf("queued %d, heap in use %.0f MB (%.0f MB settled), last cycle %s; %s\n", s.Scheduler().Stats().Queued, busy, settled, s.Scheduler().Stats().LastCycle, memBreakdown())
+		fmt.Printf("queued %d, heap in use %.0f MB (%.0f MB settled), last cycle %s; %s\n", schedStats(s).Queued, busy, settled, schedStats(s).LastCycle, memBreakdown())
 		s.Close()
 	}
 }
