@@ -161,3 +161,28 @@ func recentResidual(z ZoneStats, window float64) float64 {
 	}
 	return math.Min(all, sum/n)
 }
+
+// recentMean is the mean length of zone z's runs of capacity that ended
+// in the last window seconds, in seconds; with none, the mean of all
+// that ended, and with none at all, the current run's (or outage's) age.
+func recentMean(z ZoneStats, window float64) float64 {
+	now := z.Observed.Seconds()
+	var n, sum float64
+	for i := len(z.recent) - 1; i >= 0; i-- {
+		r := z.recent[i]
+		if now-r.end.Seconds() > window {
+			break
+		}
+		if r.up {
+			n++
+			sum += r.length.Seconds()
+		}
+	}
+	if n > 0 {
+		return sum / n
+	}
+	if m, ok := z.Ups.Mean(); ok {
+		return m.Seconds()
+	}
+	return z.Since.Seconds()
+}

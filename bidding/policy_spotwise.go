@@ -113,12 +113,16 @@ func (Spotwise) Decide(s PolicyState) Choice {
 
 // homeZones are the zones the job means to run on: the one where a stint
 // costs least per hour of progress (price, and a changeover and the
-// checkpoint's move spread over the zone's mean run), and every zone
-// where a stint of its mean run costs more than there by less than a
-// changeover. Moving between
-// home zones never pays, so they are one market; a zone outside it is
-// worth a move only while the home zones have no capacity. When every
-// zone costs the same, every zone is home.
+// checkpoint's move spread over the zone's run), and every zone where a
+// stint of its run costs more than there by less than a changeover. A
+// zone's run is the one a stint there is expected to have now, judged
+// as a move is (holdOn): for a zone with capacity, the rest of its
+// current run over the runs that ended within the job's window; for one
+// without, the mean of those runs. (The mean of all runs ever seen calls
+// a zone home that has flickered for the whole of the job's window.)
+// Moving between home zones never pays, so they are one market; a zone
+// outside it is worth a move only while the home zones have no
+// capacity. When every zone costs the same, every zone is home.
 func homeZones(s PolicyState) []bool {
 	home := make([]bool, len(s.Zones))
 	if len(s.Zones) == 0 {
@@ -126,13 +130,13 @@ func homeZones(s PolicyState) []bool {
 	}
 	d := s.Changeover.Hours()
 	n := s.nodes()
+	window := (s.Elapsed + s.TimeLeft).Seconds()
 	meanRun := func(z ZoneStats) float64 {
-		m, ok := z.Ups.Mean()
-		h := m.Hours()
-		if !ok || z.Available && z.Since > m {
-			h = z.Since.Hours()
+		h := recentMean(z, window)
+		if z.Available {
+			h = recentResidual(z, window)
 		}
-		return math.Min(s.WorkLeft.Hours(), math.Max(h, d))
+		return math.Min(s.WorkLeft.Hours(), math.Max(h/3600, d))
 	}
 	rate := make([]float64, len(s.Zones))
 	best := 0

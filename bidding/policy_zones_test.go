@@ -204,6 +204,22 @@ func TestSpotwiseAcrossZonesThatDiffer(t *testing.T) {
 	}
 }
 
+// A zone's place among the home zones is judged on the runs a stint
+// there is expected to have now, over the job's window, as a move is:
+// a cheaper zone whose long runs are long past and which has flickered
+// for the whole window does not keep a steady zone out.
+func TestHomeZonesJudgeRecentRuns(t *testing.T) {
+	s := newMarket(h(10), h(50), h(40)).
+		zone("us-west-2", "0.95", true, flickering()).
+		zone("us-west-2", "1.05", true, cycles(30*time.Hour, time.Hour, 10, true, 3*time.Hour)).s
+	if home := homeZones(s); !home[1] {
+		t.Errorf("home zones %v: the steady zone is not home", home)
+	}
+	if got := (Spotwise{}).Decide(s); got != ChooseSpot(1) {
+		t.Errorf("after a preemption: %v, want the steady zone (spot[1]), not the flickering one", got)
+	}
+}
+
 func (m *market) union(u ZoneStats) PolicyState {
 	m.s.Union = u
 	return m.s

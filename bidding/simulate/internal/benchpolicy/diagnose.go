@@ -20,6 +20,30 @@ import (
 // spotwise pays most above the optimum, each with both plans drawn as
 // runs of one choice.
 
+// tracing is Spotwise printing each of its decisions that changes what
+// the job runs on, with what it saw (Spotwise.Explain).
+type tracing struct {
+	bidding.Spotwise
+	zones []string
+}
+
+func (t tracing) Decide(s bidding.PolicyState) bidding.Choice {
+	c := t.Spotwise.Decide(s)
+	if c != s.Current {
+		name := func(c bidding.Choice) string {
+			switch {
+			case c.Kind == bidding.RunSpot:
+				return t.zones[c.Zone]
+			case c.Kind == bidding.RunOnDemand && c.Zone >= 0:
+				return "od@" + t.zones[c.Zone]
+			}
+			return c.Kind.String()
+		}
+		fmt.Printf("    %6.2fh %s -> %s: %s\n", s.Elapsed.Hours(), name(s.Current), name(c), t.Explain(s))
+	}
+	return c
+}
+
 // breakdown is one run's cost split, in dollars, and its counts.
 type breakdown struct {
 	spot, onDemand, change, egress, total float64
@@ -79,7 +103,11 @@ func (b breakdown) line() string {
 
 // diagnose prints the diagnosis of the sets named in only (all when
 // empty).
-func diagnose(root string, only []string, fractions []float64, jobHours, changeover float64, starts, worst int) error {
+//
+// With start >= 0, only the run from that start tick is diagnosed, and
+// with decisions set, each decision of spotwise's that changes what the job
+// runs on is printed with what the policy saw (Spotwise.Explain).
+func diagnose(root string, only []string, fractions []float64, jobHours, changeover float64, starts, worst, start int, decisions bool) error {
 	avail, err := trace.Load(filepath.Join(root, "availability/1-node/aws-02-15-2023"))
 	if err == nil {
 		err = trace.JoinPrices(avail, filepath.Join(root, "prices/aws-02-15-2023"))
@@ -110,6 +138,15 @@ func diagnose(root string, only []string, fractions []float64, jobHours, changeo
 				return err
 			}
 			st := simulate.EvenStarts(m.Len, tk.Deadline, starts)
+			if start >= 0 {
+				st = []int{start}
+			}
+			if decisions {
+				for _, s := range st {
+					fmt.Printf("%s C/R %.2f, start %d: spotwise's decisions\n", sc.name, frac, s)
+					m.Run(tracing{zones: m.Zones}, tk, s, m.Observe(0, s), false)
+				}
+			}
 			sw, opt := make([]breakdown, len(st)), make([]breakdown, len(st))
 			var wg sync.WaitGroup
 			sem := make(chan struct{}, 2)

@@ -46,6 +46,8 @@ func main() {
 		suite      = flag.String("suite", "", `"heterogeneous": the markets where zones differ in price and region, instead of -set`)
 		sets       = flag.String("sets", "", "with -suite heterogeneous: only these sets (comma-separated names)")
 		worst      = flag.Int("diagnose", 0, "with -suite heterogeneous: split spotwise's and the optimum's costs and show the N starts where spotwise loses most")
+		start      = flag.Int("start", -1, "with -diagnose: only the run from this start tick")
+		trace      = flag.Bool("trace", false, "with -diagnose: print each of spotwise's decisions that changes what the job runs on, with what it saw")
 	)
 	flag.Parse()
 	if *suite != "" {
@@ -67,7 +69,7 @@ func main() {
 			only = strings.Split(*sets, ",")
 		}
 		if *worst > 0 {
-			if err := diagnose(*traces, only, fr, *jobHours, *changeover, *starts, *worst); err != nil {
+			if err := diagnose(*traces, only, fr, *jobHours, *changeover, *starts, *worst, *start, *trace); err != nil {
 				fmt.Fprintln(os.Stderr, "bench-policy:", err)
 				os.Exit(2)
 			}

@@ -1,0 +1,27 @@
+package bidding
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Explain is what Spotwise sees when it decides in s, for diagnosis: the
+// slack and the work left, the slack the rest of the job is expected to
+// burn (need), the age of the home zones' outage and how much longer it
+// is expected to last, the outages its statistics hold, the home zones
+// and the zones with capacity (by index). Hours throughout.
+func (Spotwise) Explain(s PolicyState) string {
+	o := newOutlook(s)
+	var home, avail []string
+	for i, z := range s.Zones {
+		if o.home[i] {
+			home = append(home, fmt.Sprint(i))
+		}
+		if z.Available {
+			avail = append(avail, fmt.Sprint(i))
+		}
+	}
+	return fmt.Sprintf("slack %.2fh work %.1fh need %.2fh outage %.2fh (%.2fh left) outages seen %.0f home [%s] available [%s]",
+		o.s/3600, o.r/3600, o.need(s, o.age)/3600, o.age/3600, o.outageLeft()/3600, o.down.total(),
+		strings.Join(home, " "), strings.Join(avail, " "))
+}
