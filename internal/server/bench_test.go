@@ -190,7 +190,9 @@ func submitAtRate(b *testing.B, c *api.Client, spec []byte, rate, total int) map
 // time a job "of a minute" holds its instance for about three, and the
 // run keeps some 40,000 instances alive, four times the running jobs one
 // server is sized for (the 10,000 of scheduler's BenchmarkNotices); at 4 times
-// about 10,000.
+// about 10,000 while every job's lifecycle keeps up (when it does not,
+// instances whose agents have not been heard from pile up: the log says
+// so minute by minute).
 func BenchmarkSubmitToPlacedAged200PerSecond(b *testing.B) {
 	const rate = 200
 	minutes := 5
