@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -287,7 +288,10 @@ func TestConsoleLogColourFollowsTheTerminal(t *testing.T) {
 func TestCompletion(t *testing.T) {
 	s := startLiveServer(t)
 	conn := []string{"--server", s.url, "--token", s.token}
-	live, _, err := s.client().Submit(t.Context(), []byte(specYAML("live", 1)), "application/yaml", "")
+	// Priced below every offer, the live job stays queued: one that could
+	// run would finish within a second of the server's fast clock, and
+	// drop out of cancel's list whenever the machine is slow.
+	live, _, err := s.client().Submit(t.Context(), []byte(specYAML("live", 1)+"max_price_per_hour: 0.01\n"), "application/yaml", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,6 +301,16 @@ func TestCompletion(t *testing.T) {
 	}
 	if _, err := s.client().Cancel(t.Context(), gone.ID, "test"); err != nil {
 		t.Fatal(err)
+	}
+	// The listing follows the store: wait until it has the cancellation.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		jobs, err := s.client().ListAll(t.Context(), api.Query{States: []job.State{job.Cancelled}}, 200)
+		if err == nil && slices.ContainsFunc(jobs, func(v api.Summary) bool { return v.ID == gone.ID }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not listed as cancelled after 10 s: %v", gone.ID, err)
+		}
 	}
 	complete := func(args ...string) []string {
 		t.Helper()
