@@ -90,7 +90,10 @@ func TestEveryCommandPrintsEveryFormat(t *testing.T) {
 		{"jobs", func() []string { return append([]string{"jobs"}, conn...) }, "id"},
 		{"submit", func() []string { return append([]string{"submit", specFile}, conn...) }, "id"},
 		{"cancel", func() []string {
-			c, _, err := s.client().Submit(t.Context(), []byte(specYAML("to-cancel", 1)), "application/yaml", "")
+			// Queued for good (priced below every offer): one that runs
+			// would end within a second or two of the server's fast clock,
+			// before a slow machine got to cancel it.
+			c, _, err := s.client().Submit(t.Context(), []byte(specYAML("to-cancel", 1)+"max_price_per_hour: 0.01\n"), "application/yaml", "")
 			if err != nil {
 				t.Fatal(err)
 			}
