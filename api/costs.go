@@ -165,7 +165,7 @@ func (s *Service) Costs(ctx context.Context, q CostQuery) (*CostSeries, error) {
 		out.Note = "the ledger is not open: only what running jobs have run up is shown"
 	}
 	s.ix.mu.RLock()
-	for _, e := range s.ix.order {
+	for e := range s.ix.order.all() {
 		if q.Team != "" && e.teamName() != q.Team {
 			continue
 		}
@@ -405,7 +405,7 @@ func (s *Service) TeamSpend(team string, since time.Time) money.Micros {
 	}
 	s.ix.mu.RLock()
 	defer s.ix.mu.RUnlock()
-	for _, e := range s.ix.order {
+	for e := range s.ix.growing {
 		if e.teamName() != team {
 			continue
 		}

@@ -30,7 +30,11 @@ type index struct {
 	// jobs does not walk the finished ones.
 	order  jobOrder
 	active jobOrder
-	ready  chan struct{}
+	// growing are the entries whose cost still grows (entry.growing set):
+	// what a team's spend so far adds up beside the ledger, without a walk
+	// over every job.
+	growing map[*entry]struct{}
+	ready   chan struct{}
 	// deleted, when set, is told of every job removed from the bucket.
 	deleted func(id string)
 	// recs, when set, is kept current with every change.
@@ -114,46 +118,8 @@ func (e *entry) lastPlacement() *job.Placement {
 	return &p
 }
 
-// jobOrder is a list of entries by submission time, then ID.
-type jobOrder []*entry
-
-// cmpKey orders jobs by submission time (Unix nanoseconds), then ID.
-func cmpKey(at int64, id string, bt int64, bid string) int {
-	switch {
-	case at < bt:
-		return -1
-	case at > bt:
-		return 1
-	}
-	return strings.Compare(id, bid)
-}
-
-// search returns where a job submitted at at with ID id is, or would be,
-// in the order.
-func (o jobOrder) search(at int64, id string) (int, bool) {
-	return slices.BinarySearchFunc(o, id, func(e *entry, id string) int {
-		return cmpKey(e.submitted, e.id, at, id)
-	})
-}
-
-func (o *jobOrder) insert(e *entry) {
-	if n := len(*o); n == 0 || cmpKey((*o)[n-1].submitted, (*o)[n-1].id, e.submitted, e.id) < 0 {
-		*o = append(*o, e)
-		return
-	}
-	if i, found := o.search(e.submitted, e.id); !found {
-		*o = slices.Insert(*o, i, e)
-	}
-}
-
-func (o *jobOrder) remove(e *entry) {
-	if i, found := o.search(e.submitted, e.id); found && (*o)[i] == e {
-		*o = slices.Delete(*o, i, i+1)
-	}
-}
-
 func newIndex() *index {
-	return &index{byID: map[string]*entry{}, ready: make(chan struct{})}
+	return &index{byID: map[string]*entry{}, growing: map[*entry]struct{}{}, ready: make(chan struct{})}
 }
 
 func (ix *index) start(ctx context.Context, store *events.JobStore) error {
@@ -201,6 +167,7 @@ func (ix *index) apply(c events.JobChange) {
 			ix.unlist(e)
 		}
 		e.rev, e.deleted, e.growing = c.Revision, true, nil
+		ix.track(e)
 		if ix.deleted != nil {
 			ix.deleted(c.ID)
 		}
@@ -210,12 +177,38 @@ func (ix *index) apply(c events.JobChange) {
 	if !ok {
 		e = &entry{id: c.ID}
 		ix.byID[c.ID] = e
-	} else if !e.deleted {
-		ix.unlist(e) // listed again below, where it now belongs
 	}
-	e.rev, e.deleted = c.Revision, false
+	if !ok || e.deleted || e.submitted != r.Status.SubmittedAt.UnixNano() {
+		if ok && !e.deleted {
+			ix.unlist(e) // listed again below, where it now belongs
+		}
+		e.rev, e.deleted = c.Revision, false
+		e.fill(r)
+		ix.track(e)
+		ix.enlist(e)
+		return
+	}
+	// Listed where it belongs already (a job's submission time does not
+	// change): only its place among the active jobs may.
+	wasActive := !e.jobState().Terminal()
+	e.rev = c.Revision
 	e.fill(r)
-	ix.enlist(e)
+	ix.track(e)
+	switch active := !e.jobState().Terminal(); {
+	case wasActive && !active:
+		ix.active.remove(e)
+	case !wasActive && active:
+		ix.active.insert(e)
+	}
+}
+
+// track keeps ix.growing current with an entry just changed.
+func (ix *index) track(e *entry) {
+	if e.growing != nil && !e.deleted {
+		ix.growing[e] = struct{}{}
+	} else {
+		delete(ix.growing, e)
+	}
 }
 
 // fill sets the entry from a record.
@@ -339,13 +332,12 @@ func (ix *index) list(q Query, now time.Time) (list JobList, ok bool) {
 	}
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	order := ix.order
+	order := &ix.order
 	if onlyActive {
-		order = ix.active
+		order = &ix.active
 	}
-	end := len(order)
+	var at int64
 	if q.After != "" {
-		var at int64
 		if e, known := ix.byID[q.After]; known {
 			at = e.submitted
 		} else if t, ok := idTime(q.After); ok {
@@ -353,11 +345,9 @@ func (ix *index) list(q Query, now time.Time) (list JobList, ok bool) {
 		} else {
 			return JobList{}, false
 		}
-		end, _ = order.search(at, q.After)
 	}
 	out := JobList{Jobs: []Summary{}}
-	for i := end - 1; i >= 0; i-- {
-		e := order[i]
+	for e := range order.before(q.After != "", at, q.After) {
 		if len(states) > 0 && !slices.Contains(states, e.state) {
 			continue
 		}

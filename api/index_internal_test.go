@@ -80,8 +80,8 @@ func TestIndexAppliesNewestRevision(t *testing.T) {
 			case tc.wantState != "" && (len(l.Jobs) != 1 || l.Jobs[0].State != tc.wantState):
 				t.Errorf("listed %+v, want one %s job", l.Jobs, tc.wantState)
 			}
-			if len(ix.order) > 1 {
-				t.Errorf("order holds %d entries for one job", len(ix.order))
+			if ix.order.Len() > 1 {
+				t.Errorf("order holds %d entries for one job", ix.order.Len())
 			}
 		})
 	}

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -51,6 +50,7 @@ func (ix *index) removed(ids []string) {
 	for _, id := range ids {
 		if e, ok := ix.byID[id]; ok && !e.deleted {
 			e.deleted, e.growing = true, nil
+			ix.track(e)
 			gone++
 			if ix.recs != nil {
 				ix.recs.put(id, nil, e.rev+1)
@@ -62,8 +62,8 @@ func (ix *index) removed(ids []string) {
 	}
 	if gone > 0 {
 		isDeleted := func(e *entry) bool { return e.deleted }
-		ix.order = slices.DeleteFunc(ix.order, isDeleted)
-		ix.active = slices.DeleteFunc(ix.active, isDeleted)
+		ix.order.deleteFunc(isDeleted)
+		ix.active.deleteFunc(isDeleted)
 	}
 }
 
@@ -75,10 +75,10 @@ func (ix *index) expired(r Retention, now time.Time, limit int) []string {
 	over := 0
 	if r.MaxJobs > 0 {
 		// Every listed job not active has finished.
-		over = len(ix.order) - len(ix.active) - r.MaxJobs
+		over = ix.order.Len() - ix.active.Len() - r.MaxJobs
 	}
 	var out []string
-	for _, e := range ix.order {
+	for e := range ix.order.all() {
 		if len(out) == limit {
 			break
 		}
