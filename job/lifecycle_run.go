@@ -300,6 +300,22 @@ func (t *tx) agentStarted(in AgentStarted) {
 	t.history(KindRunning, a.N, &a.Placement, "running on "+joinIDs(a.Instances), a.LaunchKey+"-running")
 }
 
+// ProgressEvery is the least time between two writes of a job's progress
+// from its agent's reports. An agent reports as often as its work moves
+// (the real one every second); each write is a record rewritten and read
+// again by every watcher, so a job of a few minutes would otherwise be
+// written a hundred times for its progress alone. A long job still has
+// its progress written at each 1%.
+const ProgressEvery = time.Minute
+
+// ProgressWanted says whether a progress report would be written to a
+// record whose progress is progress, written at at: the lifecycle's own
+// rule (see progressed), which a caller holding a recent copy of the
+// record may apply before reading it.
+func ProgressWanted(reported, progress float64, at, now time.Time) bool {
+	return reported >= progress+0.01 && now.Sub(at) >= ProgressEvery
+}
+
 func (t *tx) progressed(in Progressed) {
 	s := &t.r.Status
 	a, prev := t.fenced(in.Attempt, in.Instance)
@@ -310,12 +326,16 @@ func (t *tx) progressed(in Progressed) {
 		t.stale("the attempt does not run the job")
 		return
 	case in.Progress < s.Progress+0.01:
-		// Progress is written in steps of 1% to keep the bucket quiet.
+		// Progress is written in steps of 1% to keep the bucket quiet...
 		t.duplicate("less than 1% more")
+		return
+	case t.now.Sub(s.ProgressAt) < ProgressEvery:
+		// ... and at most once every ProgressEvery.
+		t.duplicate("progress written less than a minute ago")
 		return
 	}
 	crossed := int(in.Progress*10) > int(s.Progress*10)
-	s.Progress = in.Progress
+	s.Progress, s.ProgressAt = in.Progress, t.now
 	if crossed {
 		tenth := int(in.Progress * 10)
 		t.history(KindProgress, a.N, nil, fmt.Sprintf("%d%% done", tenth*10), fmt.Sprintf("%s-progress-%d", a.LaunchKey, tenth))

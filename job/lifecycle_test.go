@@ -54,6 +54,49 @@ func TestLifecycleHappyPath(t *testing.T) {
 	l.want(Stale, Exited{Attempt: 1, Instance: id})
 }
 
+// An agent reports its progress every second, as the real one does: the
+// record is written for it at most once a minute and only for 1% more, so
+// a short job is not rewritten a hundred times; the progress written is
+// the newest reported.
+func TestLifecycleWritesProgressAtMostOnceAMinute(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		perSecond   float64 // progress a second
+		seconds     int
+		wantWritten int
+	}{
+		{"a five-minute job", 1.0 / 300, 299, 5}, // at 3 s (1%), then once a minute: 63 s, 123 s, 183 s, 243 s
+		{"a day-long job", 1.0 / 86400, 1800, 2}, // at each 1%: 864 s and 1,728 s
+		{"a slow start", 0.0001, 600, 6},         // at each 1%: every 100 s
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLife(t, nil)
+			l.running(1)
+			id := instances(1, 1)[0]
+			written, last := 0, time.Time{}
+			for i := 1; i <= tc.seconds; i++ {
+				l.after(time.Second)
+				p := float64(i) * tc.perSecond
+				res := l.apply(Progressed{Attempt: 1, Instance: id, Progress: p})
+				if res.Verdict != Accepted {
+					continue
+				}
+				written++
+				if !last.IsZero() && l.now.Sub(last) < ProgressEvery {
+					t.Fatalf("progress written at %s and again %s later", last, l.now.Sub(last))
+				}
+				if l.r.Status.Progress != p || !l.r.Status.ProgressAt.Equal(l.now) {
+					t.Fatalf("progress %v at %s written, want %v at %s", l.r.Status.Progress, l.r.Status.ProgressAt, p, l.now)
+				}
+				last = l.now
+			}
+			if written != tc.wantWritten {
+				t.Errorf("progress written %d times, want %d", written, tc.wantWritten)
+			}
+		})
+	}
+}
+
 // The on-demand baseline is kept from the first placement that carries
 // one: a later placement does not change what savings are counted
 // against.

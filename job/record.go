@@ -54,6 +54,9 @@ type Status struct {
 	BaselineCost money.Micros `json:"baseline_cost,omitempty"`
 	// Progress is the fraction of the work done and kept (0..1).
 	Progress float64 `json:"progress"`
+	// ProgressAt is when an agent's progress report was last written
+	// (see ProgressEvery).
+	ProgressAt time.Time `json:"progress_at,omitzero"`
 	// WorkLost is work done by attempts that ended without keeping it.
 	WorkLost Duration `json:"work_lost,omitempty"`
 	// Checkpoint is the job's last good checkpoint: where a new attempt

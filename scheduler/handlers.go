@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -184,6 +185,10 @@ func (s *Scheduler) onAgent(ctx context.Context, m events.Message, rep *events.A
 	case events.AgentStarted:
 		in = job.AgentStarted{Attempt: rep.Attempt, Instance: rep.InstanceID, Progress: rep.Progress, Checkpoint: rep.Checkpoint}
 	case events.AgentProgress:
+		if !s.progressWanted(rep) {
+			s.metrics.verdict("progress", string(job.Duplicate))
+			return nil
+		}
 		in = job.Progressed{Attempt: rep.Attempt, Instance: rep.InstanceID, Progress: rep.Progress}
 	case events.AgentCheckpoint:
 		in = job.Checkpointed{Attempt: rep.Attempt, Instance: rep.InstanceID, Checkpoint: *rep.Checkpoint}
@@ -195,6 +200,22 @@ func (s *Scheduler) onAgent(ctx context.Context, m events.Message, rep *events.A
 		return nil // heartbeats change nothing
 	}
 	return s.applyVerified(ctx, rep.JobID, "", job.LaunchKey(rep.JobID, rep.Attempt), in)
+}
+
+// progressWanted says whether a progress report could be written: false
+// when the record as last watched (whose progress the store's can only
+// have passed) is of the report's attempt and got its progress written
+// too lately or too close to the report's (job.ProgressWanted). An agent
+// reports as often as its work moves: most reports end here, without a
+// read of the record.
+func (s *Scheduler) progressWanted(rep *events.AgentReport) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.index[rep.JobID]
+	if e == nil || e.rev == 0 || e.attempt != rep.Attempt || e.progressAt == 0 {
+		return true
+	}
+	return job.ProgressWanted(rep.Progress, e.progress, time.Unix(0, e.progressAt), s.o.Clock.Now())
 }
 
 // Typed handlers: a payload of the wrong type on a subject is a poison

@@ -237,6 +237,11 @@ type entry struct {
 	// hopeless is when a cycle first found that the job can no longer
 	// meet its deadline (zero: it can).
 	hopeless time.Time
+	// progress and progressAt are the record's progress and when it was
+	// written (Unix nanoseconds): an agent's progress report the lifecycle
+	// would not write is dropped without reading the record.
+	progress   float64
+	progressAt int64
 }
 
 // New returns a scheduler over a bus.
@@ -458,6 +463,10 @@ func (s *Scheduler) onJobChange(c events.JobChange) {
 	}
 	s.metrics.jobMoved(e.state, r.Status.State)
 	e.rev, e.state, e.attempt = c.Revision, r.Status.State, r.Status.Attempt
+	e.progress, e.progressAt = r.Status.Progress, 0
+	if at := r.Status.ProgressAt; !at.IsZero() {
+		e.progressAt = at.UnixNano()
+	}
 	e.open = r.Status.Current != nil || r.Status.Previous != nil
 	switch {
 	case r.NeedsPlacement():
