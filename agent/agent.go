@@ -20,6 +20,7 @@ import (
 	"github.com/spotwise/spotwise/checkpoint"
 	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/providers"
 )
 
@@ -202,6 +203,7 @@ func (a *run) run(ctx context.Context) error {
 		defer periodic.Stop()
 	}
 	lastProgress := resume
+	reported, reportedAt := resume, time.Time{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -251,7 +253,14 @@ func (a *run) run(ctx context.Context) error {
 		case <-progress.C:
 			if p := a.readProgress(lastProgress); p > lastProgress {
 				lastProgress = p
-				a.report(ctx, &events.AgentReport{Kind: events.AgentProgress, Progress: p})
+				// Reported as the job's record takes it (at each 1%, at
+				// most twice a minute between 10% marks), not at every
+				// read: 10,000 agents reading each second would be
+				// 10,000 messages a second.
+				if now := c.Clock.Now(); job.ProgressReportWanted(p, reported, reportedAt, now) {
+					reported, reportedAt = p, now
+					a.report(ctx, &events.AgentReport{Kind: events.AgentProgress, Progress: p})
+				}
 			}
 			a.collect(ctx, "the workload's own")
 		}

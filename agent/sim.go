@@ -16,6 +16,7 @@ import (
 	"github.com/spotwise/spotwise/checkpoint"
 	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/providers"
 )
 
@@ -48,7 +49,8 @@ type SimWorkload struct {
 	Checkpoints checkpoint.Store
 	// Control receives the scheduler's requests; nil: none.
 	Control Answerer
-	// Steps is how many progress reports a full run sends (default 20).
+	// Steps is how many progress reports a full run sends (default 20),
+	// at most one every half job.ProgressEvery.
 	Steps int
 	// Logs bounds the shipping of the output (defaults: LogShipOptions).
 	Logs LogShipOptions
@@ -295,7 +297,9 @@ func (r *simRun) loop() {
 	if steps <= 0 {
 		steps = 20
 	}
-	every := max(time.Duration(float64(r.runtime)/float64(steps)), time.Second)
+	// No more often than the real agent reports: a report the lifecycle
+	// would not write is a message for nothing.
+	every := max(time.Duration(float64(r.runtime)/float64(steps)), job.ProgressEvery/2)
 	canCheckpoint := r.s.Checkpoints != nil && !r.w.Checkpoint.Disabled
 	nextPeriodic := time.Time{}
 	if canCheckpoint && r.w.Checkpoint.Interval > 0 {

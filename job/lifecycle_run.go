@@ -301,20 +301,33 @@ func (t *tx) agentStarted(in AgentStarted) {
 }
 
 // ProgressEvery is the least time between two writes of a job's progress
-// from its agent's reports. An agent reports as often as its work moves
-// (the real one every second); each write is a record rewritten and read
-// again by every watcher, so a job of a few minutes would otherwise be
-// written a hundred times for its progress alone. A long job still has
-// its progress written at each 1%.
+// from its agent's reports, unless the report passes a 10% mark. An agent
+// reads its progress as often as its work moves; each write is a record
+// rewritten and read again by every watcher, so a job of a few minutes
+// would otherwise be written a hundred times for its progress alone. A
+// long job still has its progress written at each 1%.
 const ProgressEvery = time.Minute
 
 // ProgressWanted says whether a progress report would be written to a
-// record whose progress is progress, written at at: the lifecycle's own
-// rule (see progressed), which a caller holding a recent copy of the
+// record whose progress is progress, written at at: 1% more than that, and
+// either a minute (ProgressEvery) later or past the next 10% mark. It is
+// the lifecycle's own rule, which a caller holding a recent copy of the
 // record may apply before reading it.
 func ProgressWanted(reported, progress float64, at, now time.Time) bool {
-	return reported >= progress+0.01 && now.Sub(at) >= ProgressEvery
+	return reported >= progress+0.01 && (now.Sub(at) >= ProgressEvery || tenths(reported) > tenths(progress))
 }
+
+// ProgressReportWanted says whether an agent whose last progress report
+// said last, at lastAt, reports progress reported now: on the same terms
+// as ProgressWanted but twice as often, so that the record, written at a
+// minute's distance from its previous write by the scheduler's clock,
+// takes a report within the next half minute.
+func ProgressReportWanted(reported, last float64, lastAt, now time.Time) bool {
+	return reported >= last+0.01 && (now.Sub(lastAt) >= ProgressEvery/2 || tenths(reported) > tenths(last))
+}
+
+// tenths is how many 10% marks progress p has passed.
+func tenths(p float64) int { return int(p*10 + 1e-9) }
 
 func (t *tx) progressed(in Progressed) {
 	s := &t.r.Status
@@ -329,15 +342,15 @@ func (t *tx) progressed(in Progressed) {
 		// Progress is written in steps of 1% to keep the bucket quiet...
 		t.duplicate("less than 1% more")
 		return
-	case t.now.Sub(s.ProgressAt) < ProgressEvery:
-		// ... and at most once every ProgressEvery.
+	case !ProgressWanted(in.Progress, s.Progress, s.ProgressAt, t.now):
+		// ... and at most once a minute between 10% marks.
 		t.duplicate("progress written less than a minute ago")
 		return
 	}
-	crossed := int(in.Progress*10) > int(s.Progress*10)
+	crossed := tenths(in.Progress) > tenths(s.Progress)
 	s.Progress, s.ProgressAt = in.Progress, t.now
 	if crossed {
-		tenth := int(in.Progress * 10)
+		tenth := tenths(in.Progress)
 		t.history(KindProgress, a.N, nil, fmt.Sprintf("%d%% done", tenth*10), fmt.Sprintf("%s-progress-%d", a.LaunchKey, tenth))
 	}
 }

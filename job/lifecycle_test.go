@@ -54,26 +54,28 @@ func TestLifecycleHappyPath(t *testing.T) {
 	l.want(Stale, Exited{Attempt: 1, Instance: id})
 }
 
-// An agent reports its progress every second, as the real one does: the
-// record is written for it at most once a minute and only for 1% more, so
-// a short job is not rewritten a hundred times; the progress written is
-// the newest reported.
+// An agent reports its progress every second: the record is written for
+// it only for 1% more, and then at most once a minute unless the report
+// passes a 10% mark (which the history shows), so a short job is not
+// rewritten a hundred times and a long one still moves at each 1%.
 func TestLifecycleWritesProgressAtMostOnceAMinute(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		perSecond   float64 // progress a second
 		seconds     int
 		wantWritten int
+		wantMarks   int
 	}{
-		{"a five-minute job", 1.0 / 300, 299, 5}, // at 3 s (1%), then once a minute: 63 s, 123 s, 183 s, 243 s
-		{"a day-long job", 1.0 / 86400, 1800, 2}, // at each 1%: 864 s and 1,728 s
-		{"a slow start", 0.0001, 600, 6},         // at each 1%: every 100 s
+		{"a five-minute job", 1.0 / 300, 299, 10, 9}, // at 3 s (1%), then at each 10% mark (every 30 s)
+		{"a day-long job", 1.0 / 86400, 1800, 2, 0},  // at each 1%: 864 s and 1,728 s
+		{"a slow start", 0.0001, 600, 6, 0},          // at each 1%: every 100 s
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLife(t, nil)
 			l.running(1)
 			id := instances(1, 1)[0]
-			written, last := 0, time.Time{}
+			written, marks := 0, 0
+			last, lastP := time.Time{}, 0.0
 			for i := 1; i <= tc.seconds; i++ {
 				l.after(time.Second)
 				p := float64(i) * tc.perSecond
@@ -82,16 +84,23 @@ func TestLifecycleWritesProgressAtMostOnceAMinute(t *testing.T) {
 					continue
 				}
 				written++
-				if !last.IsZero() && l.now.Sub(last) < ProgressEvery {
-					t.Fatalf("progress written at %s and again %s later", last, l.now.Sub(last))
+				mark := int(p*10+1e-9) > int(lastP*10+1e-9)
+				if !last.IsZero() && l.now.Sub(last) < ProgressEvery && !mark {
+					t.Fatalf("progress written at %s and again %s later, no 10%% mark passed", last, l.now.Sub(last))
 				}
 				if l.r.Status.Progress != p || !l.r.Status.ProgressAt.Equal(l.now) {
 					t.Fatalf("progress %v at %s written, want %v at %s", l.r.Status.Progress, l.r.Status.ProgressAt, p, l.now)
 				}
-				last = l.now
+				if mark {
+					marks++
+					if h := effectsOf[History](l.res); len(h) != 1 || h[0].Kind != KindProgress {
+						t.Fatalf("passing %.0f%% recorded %+v in the history", p*100, h)
+					}
+				}
+				last, lastP = l.now, p
 			}
-			if written != tc.wantWritten {
-				t.Errorf("progress written %d times, want %d", written, tc.wantWritten)
+			if written != tc.wantWritten || marks != tc.wantMarks {
+				t.Errorf("progress written %d times, %d at a 10%% mark; want %d and %d", written, marks, tc.wantWritten, tc.wantMarks)
 			}
 		})
 	}
@@ -671,5 +680,33 @@ func TestLifecycleInstanceKnownBeforeTheLaunchAnswers(t *testing.T) {
 	res = l.want(Duplicate, Launched{Attempt: 1, Key: a.LaunchKey, Instances: []Instance{{ID: id, LaunchedAt: l.now.Add(-30 * time.Second)}}})
 	if got := historyKinds(res); len(got) != 0 {
 		t.Fatalf("the late launch answer added %v to the history", got)
+	}
+}
+
+// An agent reports at each 1% but at most twice a minute between 10%
+// marks: the record (written at most once a minute) always takes one of
+// its reports within the next half minute.
+func TestProgressReportWanted(t *testing.T) {
+	at := time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		reported, last float64
+		after          time.Duration
+		want           bool
+	}{
+		{0.015, 0.01, time.Hour, false},       // under 1% more
+		{0.03, 0.02, 29 * time.Second, false}, // within half a minute
+		{0.03, 0.02, 30 * time.Second, true},  // half a minute on
+		{0.30, 0.29, time.Second, true},       // past the 30% mark
+		{0.30, 0.0, 0, true},                  // the first report
+		{1.0, 0.95, time.Second, true},        // done
+		{0.101, 0.0999999999999, 0, false},    // floating noise passes no mark
+	} {
+		got := ProgressReportWanted(tc.reported, tc.last, at, at.Add(tc.after))
+		if tc.last == 0 {
+			got = ProgressReportWanted(tc.reported, tc.last, time.Time{}, at)
+		}
+		if got != tc.want {
+			t.Errorf("report %.3f after %.3f, %s later: %v, want %v", tc.reported, tc.last, tc.after, got, tc.want)
+		}
 	}
 }

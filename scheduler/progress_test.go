@@ -8,10 +8,10 @@ import (
 	"github.com/spotwise/spotwise/job"
 )
 
-// An agent reports its progress as often as its work moves: the job's
-// record takes a report only when it says 1% more and the last one was
-// written a minute ago or more (job.ProgressEvery); the reports between
-// change nothing, and the next one after the minute is written.
+// An agent's progress reports: the job's record takes one only when it
+// says 1% more and the last was written a minute ago or more
+// (job.ProgressEvery), or it passes a 10% mark; the reports between change
+// nothing.
 func TestProgressReportsAreWrittenAtMostOnceAMinute(t *testing.T) {
 	r := newRig(t, rigOpt{})
 	rec := r.runToRunning(t, spotT4)
