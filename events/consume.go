@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 	"sync"
@@ -87,6 +88,11 @@ type ConsumerConfig struct {
 	// order). Use it where messages are independent and latency matters,
 	// such as interruption notices arriving in a storm.
 	Workers int
+	// Key, with Workers, keeps the messages of one key in order: each key
+	// has one of Workers lanes, which handles its messages one at a time
+	// in the order they came (a job's reports: started before exited),
+	// while other keys' messages go on beside them.
+	Key func(subject string, p Payload) string
 }
 
 // Consume runs h for every message of a durable consumer until ctx ends or
@@ -136,19 +142,23 @@ func (b *Bus) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (stop f
 	// none runs: a caller tearing down what handlers use (the scheduler's
 	// worker pool, a test's cloud) must not race the last of them.
 	var inflight gate
+	var run func(msg jetstream.Msg, env Envelope, p Payload)
 	handle := func(msg jetstream.Msg) {
 		defer inflight.leave()
-		meta, _ := msg.Metadata()
-		var delivered uint64
-		if meta != nil {
-			delivered = meta.NumDelivered
-		}
 		env, p, err := Decode(msg.Data())
 		if err != nil {
 			b.drop(cc.Durable, "garbled")
 			log.Warn("dropping garbled event", zap.String("subject", msg.Subject()), zap.Error(err))
 			_ = msg.Term()
 			return
+		}
+		run(msg, env, p)
+	}
+	run = func(msg jetstream.Msg, env Envelope, p Payload) {
+		meta, _ := msg.Metadata()
+		var delivered uint64
+		if meta != nil {
+			delivered = meta.NumDelivered
 		}
 		if err := safely(cctx, h, Message{Subject: msg.Subject(), Envelope: env, Payload: p, Delivered: delivered}); err != nil {
 			switch {
@@ -179,7 +189,20 @@ func (b *Bus) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (stop f
 		}
 		handle(msg)
 	}
-	if cc.Workers > 1 {
+	var lanesDone func()
+	switch {
+	case cc.Workers > 1 && cc.Key != nil:
+		deliver, lanesDone = inLanes(cc.Workers, cc.Key, &inflight, func(msg jetstream.Msg) (Envelope, Payload, bool) {
+			env, p, err := Decode(msg.Data())
+			if err != nil {
+				b.drop(cc.Durable, "garbled")
+				log.Warn("dropping garbled event", zap.String("subject", msg.Subject()), zap.Error(err))
+				_ = msg.Term()
+				return env, nil, false
+			}
+			return env, p, true
+		}, run)
+	case cc.Workers > 1:
 		sem := make(chan struct{}, cc.Workers)
 		deliver = func(msg jetstream.Msg) {
 			if !inflight.enter() {
@@ -201,7 +224,66 @@ func (b *Bus) Consume(ctx context.Context, cc ConsumerConfig, h Handler) (stop f
 		cancel()
 		return nil, fmt.Errorf("consuming %s: %w", cc.Durable, err)
 	}
-	return inflight.stopper(cctx, b.reading(Reading{Kind: "consume", Name: cc.Durable, Stream: cc.Stream, Subjects: cc.Subjects}, cancel), cc2.Stop), nil
+	stopAll := func() {
+		cc2.Stop()
+	}
+	halt := inflight.stopper(cctx, b.reading(Reading{Kind: "consume", Name: cc.Durable, Stream: cc.Stream, Subjects: cc.Subjects}, cancel), stopAll)
+	if lanesDone == nil {
+		return halt, nil
+	}
+	// The lanes end once nothing can enter them: after the gate closed.
+	var once sync.Once
+	end := func() { halt(); once.Do(lanesDone) }
+	go func() {
+		<-cctx.Done()
+		end()
+	}()
+	return end, nil
+}
+
+// inLanes returns a deliver function that hands each message to the lane
+// of its key (decoded first, to find the key; a message that does not
+// decode is dealt with by decode and goes nowhere) and a function that
+// ends the lanes, to be called once no message can enter (the gate is
+// closed and empty). Each lane handles its messages one at a time, in
+// order; a full lane holds the delivery back.
+func inLanes(n int, key func(string, Payload) string, inflight *gate, decode func(jetstream.Msg) (Envelope, Payload, bool), run func(jetstream.Msg, Envelope, Payload)) (deliver func(jetstream.Msg), done func()) {
+	type item struct {
+		msg jetstream.Msg
+		env Envelope
+		p   Payload
+	}
+	lanes := make([]chan item, n)
+	for i := range lanes {
+		lanes[i] = make(chan item, 64)
+		go func() {
+			for it := range lanes[i] {
+				func() {
+					defer inflight.leave()
+					run(it.msg, it.env, it.p)
+				}()
+			}
+		}()
+	}
+	deliver = func(msg jetstream.Msg) {
+		if !inflight.enter() {
+			return
+		}
+		env, p, ok := decode(msg)
+		if !ok {
+			inflight.leave()
+			return
+		}
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(key(msg.Subject(), p)))
+		lanes[h.Sum32()%uint32(n)] <- item{msg, env, p}
+	}
+	done = func() {
+		for _, l := range lanes {
+			close(l)
+		}
+	}
+	return deliver, done
 }
 
 // Reading is one subscription the bus runs for a consumer: a durable

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -244,6 +245,26 @@ type entry struct {
 	progressAt int64
 }
 
+// inputLanes is how many jobs' instance events, and how many jobs' agent
+// reports, are handled at once (see events.ConsumerConfig.Key).
+const inputLanes = 16
+
+// instanceLane and agentLane are the job a message is about (the instance,
+// for an instance of no job), which keeps each job's inputs in order.
+func instanceLane(subject string, p events.Payload) string {
+	if c, ok := p.(*events.InstanceChanged); ok {
+		return cmp.Or(c.Instance.JobID, c.Instance.ID)
+	}
+	return subject
+}
+
+func agentLane(subject string, p events.Payload) string {
+	if r, ok := p.(*events.AgentReport); ok {
+		return r.JobID
+	}
+	return subject
+}
+
 // New returns a scheduler over a bus.
 func New(bus *events.Bus, o Options) *Scheduler {
 	o.defaults()
@@ -335,8 +356,12 @@ func (s *Scheduler) Run(ctx context.Context) (err error) {
 		cc events.ConsumerConfig
 		h  events.Handler
 	}{
-		{events.ConsumerConfig{Stream: events.StreamInstances, Durable: "scheduler-instances", Subjects: []string{"spotwise.instances.>"}}, instanceHandler(s)},
-		{events.ConsumerConfig{Stream: events.StreamAgent, Durable: "scheduler-agent", Subjects: []string{events.AllAgentReports}}, agentHandler(s)},
+		// A job's instance events and its agent's reports are taken in
+		// order, each job's in its lane, while other jobs' go on beside
+		// them: one at a time, each a read and a conditional write of the
+		// record, would hold every job to a few hundred inputs a second.
+		{events.ConsumerConfig{Stream: events.StreamInstances, Durable: "scheduler-instances", Subjects: []string{"spotwise.instances.>"}, Workers: inputLanes, Key: instanceLane}, instanceHandler(s)},
+		{events.ConsumerConfig{Stream: events.StreamAgent, Durable: "scheduler-agent", Subjects: []string{events.AllAgentReports}, Workers: inputLanes, Key: agentLane}, agentHandler(s)},
 		{events.ConsumerConfig{Stream: events.StreamInterruptions, Durable: "scheduler-interruptions", Subjects: []string{"spotwise.interruptions.>"}, AckWait: 10 * time.Second, Workers: 64}, noticeHandler(s)},
 		{events.ConsumerConfig{Stream: events.StreamJobs, Durable: "scheduler-submissions", Subjects: []string{events.SubjectJobSubmitted}, New: true}, submissionHandler(s)},
 	}
