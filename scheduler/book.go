@@ -38,6 +38,20 @@ type book struct {
 	stale      bool // flat is to rebuild
 	reshaped   bool // and with it the index
 	ratesStale bool
+
+	// launching are the counts taken for launches not back from their
+	// provider yet, by launch key, and their sum by offer ID: a feed
+	// update counted before those launches reached the provider would
+	// otherwise hand their capacity out again, and every launch past the
+	// real count would be refused.
+	launching   map[string]launchTake
+	launchingBy map[string]int
+}
+
+// launchTake is what one launch under way took off an offer.
+type launchTake struct {
+	offer string
+	n     int
 }
 
 // regionOffers is one provider region's offers (with the counts the
@@ -50,7 +64,8 @@ type regionOffers struct {
 }
 
 func newBook() *book {
-	return &book{regions: map[regionKey]*regionOffers{}, unavailable: map[string]time.Time{}}
+	return &book{regions: map[regionKey]*regionOffers{}, unavailable: map[string]time.Time{},
+		launching: map[string]launchTake{}, launchingBy: map[string]int{}}
 }
 
 // lookup finds an offer by ID.
@@ -79,6 +94,18 @@ func (b *book) replace(provider, region string, offers []providers.Offer) bool {
 	}
 	r := &regionOffers{offers: slices.Clone(offers)}
 	r.fed = r.offers
+	if len(b.launchingBy) > 0 {
+		// What launches under way took is not in the provider's count
+		// yet, or is about to be: it stays taken.
+		for i, o := range r.offers {
+			if n := b.launchingBy[o.ID()]; n > 0 && o.Available >= 0 {
+				if &r.fed[0] == &r.offers[0] {
+					r.fed = slices.Clone(offers)
+				}
+				r.offers[i].Available = max(0, o.Available-n)
+			}
+		}
+	}
 	if b.rateOf != nil {
 		r.rates = make(map[string]float64, len(offers))
 		for _, o := range offers {
@@ -206,9 +233,16 @@ func (b *book) snapshot(now time.Time) bookView {
 // take lowers an offer's available count after the scheduler launched on
 // it, so the next cycle does not count on capacity already used; the next
 // feed update replaces the figure.
-func (b *book) take(o providers.Offer, n int) {
+func (b *book) take(o providers.Offer, n int, key string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if key != "" {
+		if old, ok := b.launching[key]; ok {
+			b.unlaunchLocked(key, old)
+		}
+		b.launching[key] = launchTake{offer: o.ID(), n: n}
+		b.launchingBy[o.ID()] += n
+	}
 	r := b.regions[regionKey{o.Provider, o.Region}]
 	if r == nil {
 		return
@@ -225,6 +259,54 @@ func (b *book) take(o providers.Offer, n int) {
 			b.gen++
 			return
 		}
+	}
+}
+
+// launched records that the launch of a key take counted is back from its
+// provider or will not be made. When it bought something the provider's
+// next count says what it used (till then the book keeps it taken); when
+// it bought nothing (bought false) the count is given back at once.
+func (b *book) launched(key string, bought bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, ok := b.launching[key]
+	if !ok {
+		return
+	}
+	b.unlaunchLocked(key, t)
+	if bought {
+		return
+	}
+	for k, r := range b.regions {
+		for i := range r.offers {
+			if r.offers[i].ID() != t.offer || r.offers[i].Available < 0 {
+				continue
+			}
+			// No more than the feed's count less what other launches
+			// under way took.
+			ceiling := r.offers[i].Available + t.n
+			for _, f := range r.fed {
+				if f.ID() == t.offer && f.Available >= 0 {
+					ceiling = min(ceiling, max(0, f.Available-b.launchingBy[t.offer]))
+				}
+			}
+			if ceiling != r.offers[i].Available {
+				updated := slices.Clone(r.offers)
+				updated[i].Available = ceiling
+				b.regions[k] = &regionOffers{offers: updated, fed: r.fed, rates: r.rates}
+				b.stale = true
+				b.version++ // capacity back: a waiting job may fit
+				b.gen++
+			}
+			return
+		}
+	}
+}
+
+func (b *book) unlaunchLocked(key string, t launchTake) {
+	delete(b.launching, key)
+	if b.launchingBy[t.offer] -= t.n; b.launchingBy[t.offer] <= 0 {
+		delete(b.launchingBy, t.offer)
 	}
 }
 

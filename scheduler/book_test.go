@@ -54,7 +54,7 @@ func TestBookIndexFollowsTheOffers(t *testing.T) {
 
 	// A launch takes capacity: same index, new counts.
 	o := byRegion[regions[2]][1]
-	b.take(o, 2)
+	b.take(o, 2, "")
 	ix = check("after a take", true, ix)
 	if got, _ := b.lookup(o.Provider, o.Region, o.ID()); got.Available != o.Available-2 {
 		t.Fatalf("available after take: %d, want %d", got.Available, o.Available-2)
@@ -141,5 +141,50 @@ func TestBookIndexFollowsTheOffers(t *testing.T) {
 	check("after the mark lapsed", true, ix)
 	if n := blocked(); n != 0 {
 		t.Fatalf("%d offers still blocked after the mark lapsed", n)
+	}
+}
+
+// A feed update counted before the scheduler's launches reached the
+// provider does not hand their capacity out again: what launches under way
+// took stays taken until each is back, and then the feed's count is the
+// book's.
+func TestBookKeepsWhatLaunchesUnderWayTook(t *testing.T) {
+	o := providers.Offer{Provider: "aws", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "g5.xlarge", GPU: "A10G", GPUs: 1,
+		Purchase: providers.OnDemand, Price: 1_000_000, Available: 10}
+	b := newBook()
+	b.replace(o.Provider, o.Region, []providers.Offer{o})
+	avail := func() int {
+		got, _ := b.lookup(o.Provider, o.Region, o.ID())
+		return got.Available
+	}
+	feed := func(n int) {
+		f := o
+		f.Available = n
+		b.replace(o.Provider, o.Region, []providers.Offer{f})
+	}
+	b.take(o, 3, "j-1-a1")
+	b.take(o, 2, "j-2-a1")
+	for _, step := range []struct {
+		name string
+		do   func()
+		want int
+	}{
+		{"two launches taken", func() {}, 5},
+		{"the feed's count from before they reached the provider", func() { feed(10) }, 5},
+		{"one bought; the feed counts it", func() { b.launched("j-1-a1", true); feed(7) }, 5},
+		{"a launch back twice changes nothing", func() { b.launched("j-1-a1", true); feed(7) }, 5},
+		{"the other bought", func() { b.launched("j-2-a1", true) }, 5},
+		{"and the feed counts both", func() { feed(5) }, 5},
+		{"capacity freed elsewhere shows at once", func() { feed(9) }, 9},
+		{"a placement that launched nothing gives its take back", func() { b.take(o, 4, "j-3-a1"); feed(9); b.launched("j-3-a1", false) }, 9},
+		{"a refused launch gives back no more than the feed says", func() { b.take(o, 4, "j-4-a1"); feed(6); b.launched("j-4-a1", false) }, 6},
+	} {
+		step.do()
+		if got := avail(); got != step.want {
+			t.Fatalf("%s: %d available, want %d", step.name, got, step.want)
+		}
+	}
+	if len(b.launching) != 0 || len(b.launchingBy) != 0 {
+		t.Fatalf("launches left under way: %v %v", b.launching, b.launchingBy)
 	}
 }

@@ -91,8 +91,8 @@ func (s *Scheduler) cycle(ctx context.Context) {
 			continue
 		}
 		e.inflight = true
-		s.book.take(p.Offer, p.Nodes)
 		n := p.q.attempt + 1
+		s.book.take(p.Offer, p.Nodes, job.LaunchKey(p.JobID, n))
 		s.placing(p, n)
 		s.goAction(ctx, func(ctx context.Context) {
 			defer s.done(p.JobID)
@@ -155,6 +155,9 @@ func (s *Scheduler) place(ctx context.Context, p Placement, attempt int) {
 			OnDemandPrice: o.OnDemandPrice},
 	}
 	_, res, err := s.apply(ctx, p.JobID, in)
+	if err != nil || !res.Changed() {
+		s.book.launched(job.LaunchKey(p.JobID, attempt), false) // no launch follows
+	}
 	s.placed(p.JobID, attempt, err == nil && res.Changed())
 	if err != nil {
 		s.log.Warn("recording a placement", zap.String("job", p.JobID), zap.Error(err))

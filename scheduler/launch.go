@@ -30,6 +30,7 @@ func (s *Scheduler) launch(ctx context.Context, rec *job.Record, a job.Attempt) 
 	defer s.releaseLaunch(a.LaunchKey)
 	cloud, ok := s.o.Clouds[a.Placement.Provider]
 	if !ok {
+		s.book.launched(a.LaunchKey, false)
 		s.launchOutcome(ctx, rec.ID, a, &providers.LaunchRefusedError{OfferID: a.Placement.OfferID, Code: "NoProvider",
 			Reason: fmt.Sprintf("no provider %q is configured", a.Placement.Provider), Scope: providers.ScopeProvider}, nil)
 		return
@@ -51,6 +52,7 @@ func (s *Scheduler) launch(ctx context.Context, rec *job.Record, a job.Attempt) 
 	if err == nil {
 		s.log.Info("launched", zap.String("job", rec.ID), zap.String("offer", a.Placement.OfferID), zap.Int("instances", len(insts)))
 	}
+	s.book.launched(a.LaunchKey, err == nil || !definite(err))
 	s.launchOutcome(ctx, rec.ID, a, err, insts)
 }
 
