@@ -1,9 +1,6 @@
 package bidding
 
-import (
-	"math"
-	"slices"
-)
+import "math"
 
 // Spotwise is spotwise's own policy, the one the scheduler uses. It keeps
 // the job on spot whenever that is safe and pays for on-demand only where
@@ -36,7 +33,13 @@ import (
 //     left. The bridge (bridgeWith) is what costs least per hour of
 //     progress over what is left of the outage: on-demand in some zone,
 //     or spot outside the home zones, with the checkpoint's move there
-//     and, out of the home regions, back.
+//     and, out of the home regions, back. When that is on-demand, the
+//     job takes it only if the slack left (less the two changeovers)
+//     could not wait out every outage ahead of the plan either: the
+//     zones whose spot costs less than on-demand taken together, each
+//     outage of the home zones they fill costing a move out and back
+//     (planned, short). While it could, it waits: spot elsewhere will
+//     soon fill the home zones' outage, which costs money, not slack.
 //   - On on-demand: stay while no zone has capacity. Return to spot once
 //     its run has lasted a hysteresis h (a return that is preempted at
 //     once wastes two changeovers, which matters as much as the slack
@@ -106,7 +109,12 @@ func (Spotwise) Decide(s PolicyState) Choice {
 		return s.Guard(ChooseSpot(z))
 	}
 	if o.bridge(s) {
-		return s.Guard(o.bridgeWith(s))
+		// On-demand only when the slack cannot wait out the outages of
+		// every zone the job would rather run on: a home zone's outage
+		// that cheaper spot elsewhere fills costs money, not slack.
+		if c := o.bridgeWith(s); c.Kind != RunOnDemand || o.planned(s).short(s) {
+			return s.Guard(c)
+		}
 	}
 	return s.Guard(ChooseIdle)
 }
@@ -161,7 +169,9 @@ func homeZones(s PolicyState) []bool {
 // first; it costs its price over the stint and a changeover, and the
 // checkpoint's move there and, when no home zone is in its region, back.
 // So a short outage is bridged near the checkpoint even where on-demand
-// elsewhere would finish the whole job for less.
+// elsewhere would finish the whole job for less; but once the slack left
+// cannot pay the two changeovers of a return to spot, the stint is the
+// rest of the job.
 func (o outlook) bridgeWith(s PolicyState) Choice {
 	homeRegion := map[string]bool{}
 	for z, h := range o.home {
@@ -185,6 +195,11 @@ func (o outlook) bridgeWith(s PolicyState) Choice {
 		return (float64(s.hourly(c))*(stint+launch)/3600*n + e) / (stint / 3600)
 	}
 	out := math.Min(o.r, o.outageLeft())
+	if o.s < reserveChangeovers*o.d {
+		// Too little slack left to ever leave on-demand for spot again
+		// (PolicyState.Safe): on-demand now is on-demand to the end.
+		out = o.r
+	}
 	best, bestV := s.CheapestOnDemand(), math.Inf(1)
 	if best.Zone != AnyZone {
 		bestV = rate(best, out)
@@ -241,17 +256,13 @@ type outlook struct {
 	// home marks the zones the job means to run on (homeZones); the others
 	// only bridge outages of these, as on-demand does.
 	home []bool
-}
-
-// onlyHome reports the one home zone, when there is exactly one.
-func (o outlook) onlyHome() (int, bool) {
-	z, n := -1, 0
-	for i, h := range o.home {
-		if h {
-			z, n = i, n+1
-		}
-	}
-	return z, n == 1
+	// plan marks the zones whose spot the job would run on rather than
+	// pay for on-demand: the home zones and every zone whose spot costs
+	// less than on-demand.
+	plan []bool
+	// moves is the slack spent per run of capacity moving between zones
+	// beyond migrate: out of the home zones and back (planned).
+	moves float64
 }
 
 func newOutlook(s PolicyState) outlook {
@@ -263,39 +274,10 @@ func newOutlook(s PolicyState) outlook {
 		od:     float64(s.cheapestOnDemandPrice()),
 	}
 	o.home = homeZones(s)
-	u := s.Union
-	z, only := o.onlyHome()
-	switch {
-	case only:
-		u = s.Zones[z].Seen
-		o.up.addHist(&u.Ups)
-		o.down.addHist(&u.Downs)
-	case slices.Contains(o.home, false):
-		// The union of every zone says little of the home zones' when
-		// others (a dearer zone that never runs out, say) fill their
-		// outages.
-		o.up, o.down = unionRuns(s.Zones, o.home)
-	default:
-		o.up.addHist(&u.Ups)
-		o.down.addHist(&u.Downs)
-	}
-	// The outage of the home zones began when the last of them lost
-	// capacity.
-	o.age = math.Inf(1)
+	o.up, o.down, o.age = runsOf(s, o.home)
+	o.plan = make([]bool, len(s.Zones))
 	for i, z := range s.Zones {
-		switch {
-		case !o.home[i]:
-		case z.Seen.Available:
-			o.age = 0
-		default:
-			o.age = math.Min(o.age, z.Seen.Since.Seconds())
-		}
-	}
-	if math.IsInf(o.age, 1) || len(s.Zones) == 0 {
-		o.age = 0
-		if !u.Available {
-			o.age = u.Since.Seconds()
-		}
+		o.plan[i] = o.home[i] || float64(z.Price) < o.od
 	}
 	if len(s.Zones) > 1 {
 		for i, z := range s.Zones {
@@ -316,15 +298,84 @@ func newOutlook(s PolicyState) outlook {
 	return o
 }
 
+// runsOf are the ended runs with capacity and the outages of the zones
+// marked in set taken together, and the age of their outage now (0 while
+// one of them has capacity): PolicyState.Union when every zone is
+// marked, a zone's own statistics when one is, else rebuilt from the
+// zones' logs (unionRuns).
+func runsOf(s PolicyState, set []bool) (up, down runDist, age float64) {
+	u := s.Union
+	z, n := -1, 0
+	for i, in := range set {
+		if in {
+			z, n = i, n+1
+		}
+	}
+	switch {
+	case n == 1:
+		u = s.Zones[z].Seen
+		up.addHist(&u.Ups)
+		down.addHist(&u.Downs)
+	case n < len(set):
+		// The union of every zone says little of these zones' when
+		// others (a dearer zone that never runs out, say) fill their
+		// outages.
+		up, down = unionRuns(s.Zones, set)
+	default:
+		up.addHist(&u.Ups)
+		down.addHist(&u.Downs)
+	}
+	// Their outage began when the last of them lost capacity.
+	age = math.Inf(1)
+	for i, z := range s.Zones {
+		switch {
+		case !set[i]:
+		case z.Seen.Available:
+			age = 0
+		default:
+			age = math.Min(age, z.Seen.Since.Seconds())
+		}
+	}
+	if math.IsInf(age, 1) || len(s.Zones) == 0 {
+		age = 0
+		if !u.Available {
+			age = u.Since.Seconds()
+		}
+	}
+	return up, down, age
+}
+
+// planned is the outlook over the zones of the plan taken together: the
+// slack the job spends when it fills the home zones' outages with spot
+// elsewhere whenever there is some, and waits only while no zone of the
+// plan has capacity. Every outage of the home zones the others fill costs
+// a move there and one back, spread over the plan's runs.
+func (o outlook) planned(s PolicyState) outlook {
+	p := o
+	p.up, p.down, p.age = runsOf(s, o.plan)
+	if n, h := p.down.total(), o.down.total(); n > 0 && h > n {
+		p.moves = 2 * o.d * (h - n) / n
+	}
+	return p
+}
+
+// short reports whether the slack left, less the safety net's
+// changeovers, falls short of what waiting out every outage ahead is
+// expected to burn (need with no bridge at all).
+func (o outlook) short(s PolicyState) bool {
+	need := o.need(s, math.Inf(1))
+	return math.IsNaN(need) || need+reserveChangeovers*o.d > o.s
+}
+
 // burn is the slack expected to be burnt finishing the work on spot when
 // outages are waited through up to tau and bridged with on-demand after:
 // per run of capacity, a launch (cut short when the run is shorter) and
-// the moves between zones; per outage, the wait, or tau and a changeover
+// the moves between zones (migrate, moves); per outage, the wait, or tau and a changeover
 // to on-demand, whose progress then shortens the work left.
 func (o outlook) burn(tau float64) float64 {
 	d, migr := o.d, o.migrate
 	progress := o.up.meanOf(func(l float64) float64 { return math.Max(0, l-d) * (1 - migr) })
-	launches := o.up.meanOf(func(l float64) float64 { return math.Min(l, d) + math.Max(0, l-d)*migr })
+	launches := o.up.meanOf(func(l float64) float64 { return math.Min(l, d) + math.Max(0, l-d)*migr }) + o.moves
 	waits := o.down.meanOf(func(x float64) float64 {
 		if x > tau {
 			return tau + d

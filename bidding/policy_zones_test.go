@@ -240,3 +240,102 @@ func flickering() ZoneStats {
 	}
 	return z
 }
+
+// On-demand bridges only the outages the slack cannot wait out of every
+// zone the job would rather run on. Here the home zone (us-east-1) is out
+// half the time, for 6 hours at once, but a dearer zone of us-east-2,
+// still far below on-demand, has capacity through all but the first 20
+// minutes of each of those outages. The home zone has been out for an
+// hour, the other zone for the last 20 minutes.
+func TestSpotwiseBridgesWithOnDemandOnlyWhenNoSpotWillDo(t *testing.T) {
+	var pattern []string // 20-minute steps: home zone, other zone, union
+	for range 10 {
+		for step := range 36 {
+			switch {
+			case step < 18:
+				pattern = append(pattern, "111")
+			case step == 18:
+				pattern = append(pattern, "000")
+			default:
+				pattern = append(pattern, "011")
+			}
+		}
+	}
+	for range 18 {
+		pattern = append(pattern, "111")
+	}
+	pattern = append(pattern, "011", "011", "000")
+	seen := watch(20*time.Minute, pattern...)
+	market := func(left time.Duration) PolicyState {
+		m := newMarket(h(10), left, h(40)).
+			zone("us-east-1", "0.95", false, seen[0]).
+			zone("us-east-2", "1.30", false, seen[1]).
+			move("1")
+		m.s.Checkpoint = "us-east-1"
+		return m.union(seen[2])
+	}
+	tests := []struct {
+		name string
+		s    PolicyState
+		want Choice
+	}{
+		{
+			// Waiting out the home zone's outages alone would take far
+			// more than the 6 hours of slack, but the other zone is
+			// expected back any moment and fills the rest of them.
+			name: "slack to wait out the outages of all spot cheaper than on-demand: wait",
+			s:    market(h(46)),
+			want: ChooseIdle,
+		},
+		{
+			name: "slack short even with the other zone's spot: on-demand",
+			s:    market(h(42)),
+			want: OnDemandIn(0),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if home := homeZones(tt.s); !home[0] || home[1] {
+				t.Fatalf("home zones %v, want only the cheaper zone", home)
+			}
+			if got := (Spotwise{}).Decide(tt.s); got != tt.want {
+				t.Errorf("Decide = %v, want %v (%s)", got, tt.want, Spotwise{}.Explain(tt.s))
+			}
+		})
+	}
+}
+
+// A job whose slack can no longer pay the two changeovers of a return to
+// spot stays on on-demand to the end: its on-demand is chosen for the
+// rest of the job, not for what is left of the outage.
+func TestSpotwiseOnDemandToTheEndWhereItCostsLeast(t *testing.T) {
+	market := func(left time.Duration) PolicyState {
+		return newMarket(h(10), left, h(40)).
+			zone("us-west-2", "0.92", false, cycles(6*time.Hour, time.Hour, 20, false, 10*time.Minute)).onDemand(0, "3.978").
+			zone("us-east-1", "1.60", false, cycles(time.Hour, 6*time.Hour, 20, false, time.Hour)).
+			move("2").on(ChooseIdle).withCheckpoint("us-west-2")
+	}
+	tests := []struct {
+		name string
+		s    PolicyState
+		want Choice
+	}{
+		{
+			name: "slack for a return to spot: on-demand near the checkpoint for the short outage",
+			s:    market(h(41)),
+			want: OnDemandIn(0),
+		},
+		{
+			name: "no slack for a return to spot: the cheaper on-demand elsewhere, the move included",
+			s:    market(h(40.3)),
+			want: OnDemandIn(1),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := (Spotwise{}).Decide(tt.s); got != tt.want {
+				t.Errorf("Decide = %v, want %v (%s)", got, tt.want, Spotwise{}.Explain(tt.s))
+			}
+		})
+	}
+}
