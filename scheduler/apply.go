@@ -108,9 +108,10 @@ func (s *Scheduler) carryOut(ctx context.Context, rec *job.Record, effects []job
 	for _, e := range effects {
 		switch e := e.(type) {
 		case job.Launch:
-			// On a worker of its own: the record is written, and writing the
-			// next placement must not wait for this one's cloud call.
-			s.goAction(ctx, func(ctx context.Context) { s.launch(ctx, rec, e.Attempt) })
+			// On a launch worker: the record is written, and writing the
+			// next placement must not wait for this one's cloud call, nor
+			// for the launches queued before it.
+			s.goLaunch(func(ctx context.Context) { s.launch(ctx, rec, e.Attempt) })
 		case job.Terminate:
 			s.terminate(ctx, rec.ID, e)
 		case job.RequestCheckpoint:

@@ -5,11 +5,12 @@ import (
 	"sync"
 )
 
-// pool runs the scheduler's actions (placements, launches, releases, moves)
-// on a fixed number of workers, first come first served: a cycle hands over
-// its plan without waiting, and no goroutine is made per job. A placement
-// is written by one task and launched by another, so placing a burst of
-// jobs is not held up by the clouds' launch calls.
+// pool runs the scheduler's actions (placements, releases, moves; launches
+// on a pool of their own) on a fixed number of workers, first come first
+// served: a cycle hands over its plan without waiting, and no goroutine is
+// made per job. A placement is written by one task and launched by another
+// on the other pool, so placing a burst of jobs is held up neither by the
+// clouds' launch calls nor by a backlog of launches.
 type pool struct {
 	mu     sync.Mutex
 	cond   *sync.Cond

@@ -56,7 +56,8 @@ type Options struct {
 	// Debounce batches the triggers of a burst into one cycle (wall time,
 	// default 2ms).
 	Debounce time.Duration
-	// Workers bounds concurrent launches and terminations (default 32).
+	// Workers bounds concurrent launches, and apart from them concurrent
+	// placements, releases and moves (default 32 each).
 	Workers int
 	// Policy decides spot, on-demand or waiting for jobs with a deadline
 	// and purchase policy auto (default: bidding's "spotwise" policy).
@@ -185,8 +186,10 @@ type Scheduler struct {
 	// moves are the running jobs the last reconciliation found for the
 	// next cycle to look for cheaper capacity for (see move.go).
 	moves []*job.Record
-	// work runs the actions (placements, launches, releases, moves).
-	work *pool
+	// work runs the actions (placements, releases, moves, expiries);
+	// calls runs launches, whose cloud calls may take seconds: a placement
+	// is written without waiting behind the launches of earlier ones.
+	work, calls *pool
 	// depose ends Run with ErrDeposed.
 	depose context.CancelCauseFunc
 	// launching holds the launch keys being launched right now.
@@ -271,7 +274,7 @@ func New(bus *events.Bus, o Options) *Scheduler {
 	s := &Scheduler{
 		bus: bus, jobs: bus.Jobs(), pub: bus, o: o, log: o.Log, book: newBook(),
 		index: map[string]*entry{}, kickC: make(chan struct{}, 1), lookedAt: ^uint64(0),
-		metrics: o.Metrics, launching: map[string]bool{}, settled: map[string]int{}, work: &pool{},
+		metrics: o.Metrics, launching: map[string]bool{}, settled: map[string]int{}, work: &pool{}, calls: &pool{},
 		budgetRaised: map[string]bool{}, capC: make(chan struct{}, 1),
 		holds: map[string]map[string]teamHolds{}, teamOf: map[string]string{}, capped: map[string]*job.Record{},
 	}
@@ -313,12 +316,14 @@ func (s *Scheduler) Run(ctx context.Context) (err error) {
 	// its handler to return) before the actions they started are waited
 	// for: nothing may start an action once Run is waiting for them.
 	s.work.start(ctx, s.o.Workers)
+	s.calls.start(ctx, s.o.Workers)
 	var stops []func()
 	defer func() {
 		for i := len(stops) - 1; i >= 0; i-- {
 			stops[i]()
 		}
-		s.work.stop()
+		s.work.stop() // its placements queue launches: stopped first
+		s.calls.stop()
 		s.wg.Wait()
 		s.metrics.endView()
 	}()
@@ -429,7 +434,7 @@ func (s *Scheduler) spawn(fn func()) {
 // action running or waiting for a worker, or a cycle to run. Tests use it
 // to let the system settle before they move simulated time on.
 func (s *Scheduler) Busy() bool {
-	return s.busy.Load() > 0 || len(s.kickC) > 0 || s.work.busy()
+	return s.busy.Load() > 0 || len(s.kickC) > 0 || s.work.busy() || s.calls.busy()
 }
 
 // kick asks for a scheduling cycle soon.
@@ -444,6 +449,12 @@ func (s *Scheduler) kick() {
 // way out).
 func (s *Scheduler) goAction(ctx context.Context, fn func(ctx context.Context)) {
 	s.work.submit(fn)
+}
+
+// goLaunch queues a launch on the launch workers (dropped once Run is on
+// its way out).
+func (s *Scheduler) goLaunch(fn func(ctx context.Context)) {
+	s.calls.submit(fn)
 }
 
 // onJobChange keeps the index and the queue in step with the bucket.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,6 +48,9 @@ type rig struct {
 	running sync.WaitGroup
 	teams   map[string]scheduler.TeamLimits
 	spend   func(team string, since time.Time) money.Micros
+	// workers and provider are rigOpt's.
+	workers  int
+	provider func(*sim.Cloud) providers.Provider
 }
 
 type rigOpt struct {
@@ -74,6 +78,10 @@ type rigOpt struct {
 	// cloud would, on instances of their own: not in the server's
 	// process (providers.AgentHost says no).
 	agentsElsewhere bool
+	// workers is the scheduler's Workers (default 32); provider wraps
+	// the cloud the scheduler is given (nil: the cloud itself).
+	workers  int
+	provider func(*sim.Cloud) providers.Provider
 }
 
 // elsewhere runs the simulated agent without saying it runs in the
@@ -102,7 +110,8 @@ func newRig(t testing.TB, o rigOpt) *rig {
 	}
 	t.Cleanup(bus.Close)
 	cat := catalog.Default()
-	r := &rig{bus: bus, clk: clk, ctx: ctx, dir: t.TempDir(), arb: o.arbitrage, log: log, teams: o.teams, spend: o.spend}
+	r := &rig{bus: bus, clk: clk, ctx: ctx, dir: t.TempDir(), arb: o.arbitrage, log: log, teams: o.teams, spend: o.spend,
+		workers: o.workers, provider: o.provider}
 	var runner sim.Runner
 	if o.workload {
 		st, err := checkpoint.Open(ctx, "file://"+r.dir, checkpoint.WithClock(clk))
@@ -167,7 +176,11 @@ func (r *rig) start(t testing.TB) {
 	if r.store != nil {
 		root = r.store.URI()
 	}
-	r.s = scheduler.New(r.bus, scheduler.Options{Clock: r.clk, Log: r.log, Clouds: map[string]providers.Provider{"aws": r.cloud},
+	var cloud providers.Provider = r.cloud
+	if r.provider != nil {
+		cloud = r.provider(r.cloud)
+	}
+	r.s = scheduler.New(r.bus, scheduler.Options{Clock: r.clk, Log: r.log, Clouds: map[string]providers.Provider{"aws": cloud}, Workers: r.workers,
 		Throughput: cat, Geography: cat.GeographyOf, ReconcileInterval: 100 * time.Millisecond, PolicyInterval: 5 * time.Minute, Debounce: time.Millisecond,
 		Arbitrage: r.arb, CheckpointRoot: root, Teams: r.teams, Spend: r.spend})
 	r.running.Add(1)
@@ -375,6 +388,51 @@ func TestPlacesRunsAndReleases(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// gatedLaunches holds every launch until its gate opens: a cloud whose
+// launch calls take long.
+type gatedLaunches struct {
+	*sim.Cloud
+	gate    chan struct{}
+	waiting atomic.Int32
+}
+
+func (g *gatedLaunches) Launch(ctx context.Context, req providers.LaunchRequest) ([]providers.Instance, error) {
+	g.waiting.Add(1)
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.Cloud.Launch(ctx, req)
+}
+
+// A launch stuck in the cloud does not hold up the next job's placement:
+// with one worker of each kind, the second job is placed while the first
+// one's launch still waits.
+func TestPlacementIsNotHeldUpByLaunchesUnderWay(t *testing.T) {
+	g := &gatedLaunches{gate: make(chan struct{})}
+	r := newRig(t, rigOpt{workers: 1, provider: func(c *sim.Cloud) providers.Provider { g.Cloud = c; return g }})
+	first := r.submit(t, oneGPU)
+	r.waitState(t, first.ID, job.Placing)
+	testutil.CheckFor(t, 15*time.Second, 10*time.Millisecond, func() error {
+		if g.waiting.Load() == 0 {
+			return errors.New("the first launch has not reached the cloud")
+		}
+		return nil
+	})
+	second := r.submit(t, oneGPU)
+	r.waitState(t, second.ID, job.Placing)
+	close(g.gate)
+	for _, id := range []string{first.ID, second.ID} {
+		testutil.CheckFor(t, 15*time.Second, 10*time.Millisecond, func() error {
+			if got := r.instancesFor(t, id); len(got) != 1 {
+				return fmt.Errorf("job %s has %d instances, want 1", id, len(got))
+			}
+			return nil
+		})
+	}
 }
 
 // A crash between recording "placing" and calling the cloud leaves a
