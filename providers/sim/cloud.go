@@ -167,6 +167,7 @@ type Cloud struct {
 	announced  map[regionKey]time.Time
 	countEvery time.Duration
 	unsaved    map[string]*instance // records whose last Store write failed
+	bh         behind               // record writes queued (behind.go)
 	fx         effects              // side effects to run once mu is released
 	holds      []hold               // capacity interruptions took, until it returns
 	zoneOut    map[string]bool      // traced zones without capacity, as last announced
@@ -253,7 +254,9 @@ func New(ctx context.Context, o Options) (*Cloud, error) {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if c.store != nil {
+		c.startWriter()
 		if err := c.load(ctx); err != nil {
+			c.stopWriter()
 			c.cancel()
 			return nil, err
 		}
@@ -303,6 +306,7 @@ func (c *Cloud) Close() {
 	c.fx = effects{}
 	c.mu.Unlock()
 	close(c.done)
+	c.stopWriter() // what is queued is stored, and calls waiting for it return
 	c.cancel()
 	for _, stop := range stops {
 		stop()
@@ -313,9 +317,16 @@ func (c *Cloud) Close() {
 }
 
 // do runs fn with the cloud locked and brought up to the clock's time, then
-// announces the offers that changed, re-arms the timer and, once unlocked,
-// starts and stops runners.
+// announces the offers that changed, re-arms the timer, waits for the
+// records written so far to be stored (unlocked while it waits) and, once
+// unlocked, starts and stops runners.
 func (c *Cloud) do(ctx context.Context, fn func(now time.Time) error) error {
+	return c.call(ctx, fn, true)
+}
+
+// call is do; stored says whether to wait for the writes (the timer does
+// not: no caller is told anything).
+func (c *Cloud) call(ctx context.Context, fn func(now time.Time) error, stored bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -328,9 +339,12 @@ func (c *Cloud) do(ctx context.Context, fn func(now time.Time) error) error {
 	c.advanceLocked(now)
 	err := fn(now)
 	c.flushLocked(now)
+	c.running.Add(1) // under mu, while not closed: Close waits for it
+	if stored {
+		c.awaitLocked(c.bh.seq)
+	}
 	fx := c.fx
 	c.fx = effects{}
-	c.running.Add(1) // under mu, while not closed: Close waits for it
 	c.mu.Unlock()
 	defer c.running.Done()
 	c.runEffects(fx)
@@ -409,12 +423,12 @@ func (c *Cloud) flushLocked(now time.Time) {
 // wake is the timer's callback. A timer that fired early (a scaled clock
 // rounds) simply finds nothing due and is armed again.
 func (c *Cloud) wake(gen uint64) {
-	_ = c.do(c.ctx, func(time.Time) error {
+	_ = c.call(c.ctx, func(time.Time) error {
 		if gen == c.timerGen {
 			c.timer = nil // fired: flushLocked arms a new one
 		}
 		return nil
-	})
+	}, false)
 }
 
 // runEffects starts and stops runners; called without the lock.
@@ -427,7 +441,7 @@ func (c *Cloud) runEffects(fx effects) {
 	}
 	for _, in := range fx.starts {
 		c.mu.Lock()
-		if c.closed || in.rec.Instance.State != providers.InstanceRunning {
+		if c.closed || in.gone || in.rec.Instance.State != providers.InstanceRunning {
 			c.mu.Unlock()
 			continue
 		}

@@ -72,6 +72,33 @@ type memStore struct {
 	data     map[string][]byte
 	rev      uint64
 	failPuts bool
+	// gate, when set, holds every Put until it is closed; held counts
+	// the Puts it holds.
+	gate chan struct{}
+	held int
+}
+
+// holdPuts makes Puts wait until the returned func is called.
+func (s *memStore) holdPuts() (release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	gate := make(chan struct{})
+	s.gate = gate
+	return func() {
+		s.mu.Lock()
+		if s.gate == gate {
+			s.gate = nil
+		}
+		s.mu.Unlock()
+		close(gate)
+	}
+}
+
+// heldPuts is how many Puts wait for the gate.
+func (s *memStore) heldPuts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held
 }
 
 var errNotFound = errors.New("not found")
@@ -91,6 +118,13 @@ func (s *memStore) Get(_ context.Context, key string) ([]byte, uint64, error) {
 func (s *memStore) Put(_ context.Context, key string, value []byte) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if gate := s.gate; gate != nil {
+		s.held++
+		s.mu.Unlock()
+		<-gate
+		s.mu.Lock()
+		s.held--
+	}
 	if s.failPuts {
 		return 0, errors.New("store unavailable")
 	}

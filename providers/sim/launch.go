@@ -36,6 +36,9 @@ type instance struct {
 	gone    bool
 	// pricedTo is how far its price changes are known (see billing.go).
 	pricedTo time.Time
+	// unstored is set while the record its launch made is not stored yet;
+	// undone once that write failed and the launch was undone (behind.go).
+	unstored, undone bool
 }
 
 // instanceID derives an instance's ID from the cloud, the launch's
@@ -116,17 +119,11 @@ func (c *Cloud) launch(ctx context.Context, req providers.LaunchRequest) ([]prov
 				ins[n].rec.Instance.Reservation = res.cfg.ID
 			}
 		}
-		// Persist before anything is visible: a launch the caller saw
-		// succeed must survive a restart, or its retry would buy twice.
-		for i, in := range ins {
-			if err := c.putLocked(in); err != nil {
-				for _, done := range ins[:i] {
-					_ = c.deleteLocked(done.rec.Instance.ID)
-				}
-				return fmt.Errorf("launching %s: %w", offerID, err)
-			}
-		}
+		// Stored before the call returns (do waits for the writes): a
+		// launch the caller saw succeed must survive a restart, or its
+		// retry would buy twice; one that could not be stored is undone.
 		for _, in := range ins {
+			c.launchedLocked(in)
 			c.insts[in.rec.Instance.ID] = in
 			c.byKey[req.IdempotencyKey] = append(c.byKey[req.IdempotencyKey], in.rec.Instance.ID)
 			c.holdSlotsLocked(&in.rec.Instance, 1)
@@ -142,7 +139,23 @@ func (c *Cloud) launch(ctx context.Context, req providers.LaunchRequest) ([]prov
 	if err != nil {
 		return nil, err
 	}
+	if err := c.undone(out); err != nil {
+		return nil, fmt.Errorf("launching %s: %w", offerID, err)
+	}
 	return out, nil
+}
+
+// undone reports an error if any of a launch's instances was undone for
+// want of being stored.
+func (c *Cloud) undone(out []providers.Instance) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, i := range out {
+		if in := c.insts[i.ID]; in == nil || in.undone {
+			return fmt.Errorf("instance %s could not be stored", i.ID)
+		}
+	}
+	return nil
 }
 
 // completeLocked creates the nodes of a launch that a crash left
@@ -168,9 +181,7 @@ func (c *Cloud) completeLocked(req providers.LaunchRequest, ids []string, now ti
 		}
 		in := &instance{rec: c.newRecord(req, o, first.rec.Instance.Price, n, now)}
 		in.rec.Instance.Reservation = first.rec.Instance.Reservation
-		if err := c.putLocked(in); err != nil {
-			return fmt.Errorf("completing launch %s: %w", req.IdempotencyKey, err)
-		}
+		c.launchedLocked(in)
 		c.insts[in.rec.Instance.ID] = in
 		c.byKey[req.IdempotencyKey] = append(c.byKey[req.IdempotencyKey], in.rec.Instance.ID)
 		o.live++

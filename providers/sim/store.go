@@ -58,57 +58,37 @@ func (c *Cloud) storeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(c.ctx, storeTimeout)
 }
 
-// putLocked writes an instance's record.
-func (c *Cloud) putLocked(in *instance) error {
+// persistLocked queues the write of an instance's record after a change
+// (see behind.go). A failed write is logged and made again on the cloud's
+// next call; the in-memory state stays the truth.
+func (c *Cloud) persistLocked(in *instance) {
 	c.changedLocked(in) // every change to a record is written: plan it again
 	if c.store == nil {
-		return nil
+		return
 	}
 	b, err := json.Marshal(in.rec)
 	if err != nil {
-		return fmt.Errorf("encoding instance %s: %w", in.rec.Instance.ID, err)
-	}
-	ctx, cancel := c.storeCtx()
-	defer cancel()
-	if _, err := c.store.Put(ctx, storeKey(in.rec.Instance.ID), b); err != nil {
-		return fmt.Errorf("storing instance %s: %w", in.rec.Instance.ID, err)
-	}
-	return nil
-}
-
-// persistLocked writes an instance's record after a change that has
-// happened in the simulated world regardless: a failed write is logged and
-// retried on the cloud's next call, the in-memory state stays the truth.
-func (c *Cloud) persistLocked(in *instance) {
-	if err := c.putLocked(in); err != nil {
-		c.unsaved[in.rec.Instance.ID] = in
-		c.log.Warn("instance record not stored, will retry", zap.String("instance", in.rec.Instance.ID), zap.Error(err))
+		c.log.Error("instance record not encoded", zap.String("instance", in.rec.Instance.ID), zap.Error(err))
 		return
 	}
-	delete(c.unsaved, in.rec.Instance.ID)
+	c.queueLocked(in.rec.Instance.ID, in, b)
+}
+
+// launchedLocked queues the write of a record a launch made: until it is
+// stored, the launch is undone if the write fails (see wroteLocked).
+func (c *Cloud) launchedLocked(in *instance) {
+	in.unstored = c.store != nil
+	c.persistLocked(in)
 }
 
 // retryUnsavedLocked writes the records whose last write failed.
 func (c *Cloud) retryUnsavedLocked() {
 	for id, in := range c.unsaved {
-		if c.insts[id] != in {
-			delete(c.unsaved, id) // forgotten since
-			continue
+		delete(c.unsaved, id)
+		if c.insts[id] == in {
+			c.persistLocked(in)
 		}
-		c.persistLocked(in)
 	}
-}
-
-func (c *Cloud) deleteLocked(id string) error {
-	if c.store == nil {
-		return nil
-	}
-	ctx, cancel := c.storeCtx()
-	defer cancel()
-	if err := c.store.Delete(ctx, storeKey(id)); err != nil {
-		return fmt.Errorf("deleting instance %s: %w", id, err)
-	}
-	return nil
 }
 
 // pruneLocked slims the records of instances that ended more than
@@ -121,18 +101,9 @@ func (c *Cloud) pruneLocked(now time.Time) {
 		}
 		switch age := now.Sub(i.EndedAt); {
 		case age >= KeyRetention:
-			if err := c.deleteLocked(id); err != nil {
-				c.log.Warn("old instance record not deleted, will retry", zap.String("instance", id), zap.Error(err))
-				continue
-			}
-			delete(c.insts, id)
-			in.gone = true
-			delete(c.unsaved, id)
-			ids := slices.DeleteFunc(c.byKey[i.IdempotencyKey], func(x string) bool { return x == id })
-			if len(ids) == 0 {
-				delete(c.byKey, i.IdempotencyKey)
-			} else {
-				c.byKey[i.IdempotencyKey] = ids
+			c.forgetLocked(in)
+			if c.store != nil {
+				c.queueLocked(id, nil, nil)
 			}
 		case age >= Retention && !in.rec.Pruned:
 			in.rec.Pruned = true
@@ -224,9 +195,7 @@ func (c *Cloud) completeStoredLocked(key string) error {
 		rec.Workload = cloneWorkload(first.rec.Workload)
 		rec.Tags = maps.Clone(first.rec.Tags)
 		in := &instance{rec: rec}
-		if err := c.putLocked(in); err != nil {
-			return fmt.Errorf("sim: completing launch %s: %w", key, err)
-		}
+		c.persistLocked(in)
 		c.insts[rec.Instance.ID] = in
 		c.byKey[key] = append(c.byKey[key], rec.Instance.ID)
 		if !rec.Instance.State.Ended() {

@@ -3,11 +3,15 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/providers"
 )
 
@@ -142,6 +146,109 @@ func TestLaunchNotStored(t *testing.T) {
 	e.instance(in.ID) // any call retries
 	if rec := storedRecord(t, e.store, in.ID); rec.Instance.State != providers.InstanceRunning {
 		t.Errorf("stored state %s, want running", rec.Instance.State)
+	}
+}
+
+// Records are stored behind the cloud's lock, many at once, and nothing
+// is told before it is stored: launches made together are written
+// together and each returns once its records are stored; an instance's
+// running event waits for the write of its running record.
+func TestRecordsAreStoredTogetherAndBeforeAnyoneIsTold(t *testing.T) {
+	e := newEnv(t)
+	e.setAvailable(awsSmallOD, 8)
+	rec, _, _ := watch(t, e.cloud)
+	reqs := make([]providers.LaunchRequest, 8)
+	for n := range reqs {
+		reqs[n] = e.request(awsSmallOD, fmt.Sprintf("k%d", n), 1)
+	}
+	var wg sync.WaitGroup
+	launched := make(chan providers.Instance, len(reqs))
+	launch := func(n int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			insts, err := e.cloud.Launch(context.Background(), reqs[n])
+			if err != nil {
+				t.Errorf("launch %d: %v", n, err)
+				return
+			}
+			launched <- insts[0]
+		}()
+	}
+	held := func(want int) {
+		t.Helper()
+		testutil.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+			if n := e.store.heldPuts(); n < want {
+				return fmt.Errorf("%d writes under way, want %d", n, want)
+			}
+			return nil
+		})
+	}
+	// The first launch's write hangs; the seven launched meanwhile queue
+	// theirs.
+	release := e.store.holdPuts()
+	launch(0)
+	held(1)
+	for n := 1; n < len(reqs); n++ {
+		launch(n)
+	}
+	testutil.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if n := e.cloud.bh.pending.Load(); n < int64(len(reqs)) {
+			return fmt.Errorf("%d writes queued or under way", n)
+		}
+		return nil
+	})
+	// Under one lock held for each write, the seven would be written one
+	// after another: here they are under way at once.
+	releaseRest := e.store.holdPuts()
+	release()
+	held(len(reqs) - 1)
+	testutil.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if len(launched) == 0 {
+			return errors.New("the first launch has not returned")
+		}
+		return nil
+	})
+	if len(launched) != 1 {
+		t.Fatalf("%d launches returned, want the first only: the others' records are not stored", len(launched))
+	}
+	releaseRest()
+	wg.Wait()
+	close(launched)
+	var first providers.Instance
+	for in := range launched {
+		if storedRecord(t, e.store, in.ID).Instance.State != providers.InstancePending {
+			t.Errorf("%s: stored state is not pending", in.ID)
+		}
+		first = in
+	}
+
+	// The instances boot while the store holds their running records
+	// back: no watcher hears of it until they are stored.
+	release = e.store.holdPuts()
+	e.clk.Advance(e.offer(awsSmallOD).LaunchLatency)
+	testutil.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if n := e.store.heldPuts(); n == 0 {
+			return errors.New("no running record written yet")
+		}
+		return nil
+	})
+	testutil.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if n := e.cloud.watchers.Pending(); n > 0 {
+			return fmt.Errorf("%d events on their way to the watcher", n)
+		}
+		return nil
+	})
+	if slices.ContainsFunc(rec.all(), instanceEvent(providers.EventInstanceRunning, first.ID)) {
+		t.Fatal("a watcher heard an instance was running before its record was stored")
+	}
+	if !e.cloud.Busy() {
+		t.Error("the cloud is not busy with an event it holds back")
+	}
+	release()
+	rec.wait(t, "running", instanceEvent(providers.EventInstanceRunning, first.ID))
+	if got := storedRecord(t, e.store, first.ID).Instance.State; got != providers.InstanceRunning {
+		t.Errorf("stored state %s after the running event, want running", got)
 	}
 }
 

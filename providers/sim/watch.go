@@ -47,9 +47,6 @@ func (c *Cloud) Watch(ctx context.Context, sink func(providers.Event)) error {
 	}
 }
 
-// emitLocked queues an event for every watcher, each with its own copy.
-func (c *Cloud) emitLocked(e providers.Event) { c.watchers.Emit(e) }
-
 // emitInstanceLocked reports an instance transition that happened at t.
 func (c *Cloud) emitInstanceLocked(kind providers.EventKind, in *instance, t time.Time) {
 	c.repriceLocked(in, t)
@@ -61,4 +58,6 @@ func (c *Cloud) emitInstanceLocked(kind providers.EventKind, in *instance, t tim
 // Busy reports whether an event the cloud emitted has not been handled
 // yet by its Watch's sink (queued, or being handed over). Tests that drive
 // a fake clock wait for it before they move time on.
-func (c *Cloud) Busy() bool { return c.watchers.Pending() > 0 }
+// A record write still to be done counts: the events it holds back are on
+// their way.
+func (c *Cloud) Busy() bool { return c.watchers.Pending() > 0 || c.bh.pending.Load() > 0 }
