@@ -3,6 +3,8 @@ package events_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -191,5 +193,73 @@ func TestRequestReply(t *testing.T) {
 	got, err := b.Request(ctx, "spotwise.test.echo", []byte("hi"))
 	if err != nil || string(got) != "re:hi" {
 		t.Fatalf("reply %q, %v", got, err)
+	}
+}
+
+// Watchers of the job bucket in one process see each version decoded
+// once: the scheduler, the API and the ledger get the same record, with
+// every version in order.
+func TestWatchersShareEachDecodedVersion(t *testing.T) {
+	ctx := context.Background()
+	b := eventstest.NewBus(t, nil)
+	s := b.Jobs()
+	type seen struct {
+		mu   sync.Mutex
+		recs map[uint64]*job.Record
+		msgs []string
+	}
+	watchers := make([]*seen, 3)
+	for i := range watchers {
+		w := &seen{recs: map[uint64]*job.Record{}}
+		watchers[i] = w
+		fn := func(c events.JobChange) {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if c.Record != nil {
+				w.recs[c.Revision] = c.Record
+				w.msgs = append(w.msgs, c.Record.Status.Message)
+			}
+		}
+		var stop func()
+		var err error
+		if i == 2 {
+			stop, err = s.WatchFrom(ctx, 0, fn)
+		} else {
+			stop, err = s.Watch(ctx, fn, func() {})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stop)
+	}
+	r := newRecord(time.Now())
+	if _, err := s.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{""}
+	for n := range 5 {
+		msg := fmt.Sprintf("version %d", n+2)
+		if _, _, err := s.Modify(ctx, r.ID, func(x *job.Record) error { x.Status.Message = msg; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, msg)
+	}
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		for i, w := range watchers {
+			w.mu.Lock()
+			got := slices.Clone(w.msgs)
+			w.mu.Unlock()
+			if !slices.Equal(got, want) {
+				return fmt.Errorf("watcher %d saw %q, want %q", i, got, want)
+			}
+		}
+		return nil
+	})
+	for rev, r := range watchers[0].recs {
+		for i, w := range watchers[1:] {
+			if w.recs[rev] != r {
+				t.Errorf("watcher %d decoded version %d again", i+1, rev)
+			}
+		}
 	}
 }

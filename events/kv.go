@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -172,6 +173,9 @@ func (k *KV) watch(ctx context.Context, key string, fn func(jetstream.KeyValueEn
 type JobStore struct {
 	kv  jetstream.KeyValue
 	log *zap.Logger
+	// seen holds the records watchers decoded last, shared by the other
+	// watchers of the same versions (see watched).
+	seen decodedVersions
 	// reads are the bucket on the read connections, for Read.
 	reads    []jetstream.KeyValue
 	readNext atomic.Uint64
@@ -288,14 +292,15 @@ type JobChange struct {
 
 // Watch calls fn for every stored record, then ready, then for every change
 // until ctx ends or stop is called (it returns once fn no longer runs).
-// Garbled records are logged and skipped.
+// Garbled records are logged and skipped. The records fn gets are shared
+// with the store's other watchers: fn must not change them.
 func (s *JobStore) Watch(ctx context.Context, fn func(JobChange), ready func()) (stop func(), err error) {
 	return (&KV{kv: s.kv}).Watch(ctx, func(e Entry) {
 		if e.Value == nil {
 			fn(JobChange{ID: e.Key, Revision: e.Revision})
 			return
 		}
-		r, err := DecodeRecord(e.Value)
+		r, err := s.watched(e.Revision, e.Value)
 		if err != nil {
 			s.log.Warn("skipping garbled job record", zap.String("job", e.Key), zap.Error(err))
 			return
@@ -309,12 +314,59 @@ func (s *JobStore) Keys(ctx context.Context) ([]string, error) {
 	return (&KV{kv: s.kv}).Keys(ctx)
 }
 
+// decodedVersions keeps the last versions of records decoded for watchers
+// (by bucket revision, which names one version): the scheduler, the API's
+// index and the ledger watch the same bucket in one process, and each
+// version is decoded once for all of them rather than once each.
+type decodedVersions struct {
+	mu   sync.Mutex
+	recs map[uint64]*job.Record
+	ring [decodedKept]uint64 // revisions in recs, oldest at next
+	next int
+}
+
+// decodedKept bounds the versions kept: watchers that keep up with the
+// bucket are within a few thousand versions of each other.
+const decodedKept = 4096
+
+// watched decodes the record of version rev, or returns the one another
+// watcher decoded.
+func (s *JobStore) watched(rev uint64, b []byte) (*job.Record, error) {
+	d := &s.seen
+	d.mu.Lock()
+	r, ok := d.recs[rev]
+	d.mu.Unlock()
+	if ok {
+		return r, nil
+	}
+	r, err := DecodeRecord(b)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if had, ok := d.recs[rev]; ok {
+		return had, nil
+	}
+	if d.recs == nil {
+		d.recs = make(map[uint64]*job.Record, decodedKept)
+	}
+	if old := d.ring[d.next]; old != 0 {
+		delete(d.recs, old)
+	}
+	d.ring[d.next] = rev
+	d.next = (d.next + 1) % decodedKept
+	d.recs[rev] = r
+	return r, nil
+}
+
 // WatchFrom calls fn with every version of every job record stored from
 // revision from on (the bucket's older versions, while kept, included), in
 // order, and then with every new one, until stop. from 0 starts with the
 // latest version of each record. A reader that keeps its place (the cost
 // ledger's writer) resumes where it stopped without reading the whole
-// bucket again.
+// bucket again. Like Watch's, the records are shared: fn must not change
+// them.
 func (s *JobStore) WatchFrom(ctx context.Context, from uint64, fn func(JobChange)) (stop func(), err error) {
 	var opts []jetstream.WatchOpt
 	if from > 0 {
@@ -326,7 +378,7 @@ func (s *JobStore) WatchFrom(ctx context.Context, from uint64, fn func(JobChange
 		}
 		ch := JobChange{ID: e.Key(), Revision: e.Revision()}
 		if e.Operation() == jetstream.KeyValuePut {
-			r, err := DecodeRecord(e.Value())
+			r, err := s.watched(e.Revision(), e.Value())
 			if err != nil {
 				s.log.Warn("skipping garbled job record", zap.String("job", e.Key()), zap.Error(err))
 				return
