@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 	"slices"
 
 	"github.com/spotwise/spotwise/agent"
@@ -161,6 +162,9 @@ func (s *Server) buildClouds(ctx context.Context, cat *catalog.Catalog, dryRun b
 	if !dryRun {
 		simWork := &agent.SimWorkload{Clock: s.clock, Reporter: s.bus, Throughput: cat, Log: s.log.Named("agent"),
 			Checkpoints: s.checkpoints, Control: s.bus,
+			// The simulated agents share the server's cores: each ships its
+			// output once a second rather than five times.
+			Logs: agent.LogShipOptions{FlushEvery: time.Second},
 			GPUOf: func(provider, itype string) (string, bool) {
 				it, ok := cat.InstanceType(provider, itype)
 				return it.GPU, ok
