@@ -282,7 +282,8 @@ func Open(ctx context.Context, cfg Config, source string, clk clock.Clock, log *
 			opts = append(opts, nats.RetryOnFailedConnect(true), nats.ReconnectWait(cfg.ConnectRetry))
 		}
 	}
-	nc, err := nats.Connect(url, opts...)
+	embedded := b.server != nil
+	nc, err := connect(url, embedded, opts...)
 	if err != nil {
 		b.shutdownServer()
 		return nil, fmt.Errorf("connecting to NATS %s: %w", redactURL(url), redactErr(err))
@@ -291,7 +292,7 @@ func Open(ctx context.Context, cfg Config, source string, clk clock.Clock, log *
 	if b.identity != nil && !cfg.Client && !cfg.Agent {
 		creds, err := b.identity.SystemCreds()
 		if err == nil {
-			b.sysc, err = nats.Connect(url, append(sysOpts, nats.Name("spotwise-system"), credsOption(creds), nats.MaxReconnects(-1))...)
+			b.sysc, err = connect(url, embedded, append(sysOpts, nats.Name("spotwise-system"), credsOption(creds), nats.MaxReconnects(-1))...)
 		}
 		if err != nil {
 			b.Close()
@@ -304,7 +305,7 @@ func Open(ctx context.Context, cfg Config, source string, clk clock.Clock, log *
 	}
 	if !cfg.Client && !cfg.Agent {
 		for range readConns {
-			rc, err := nats.Connect(url, append(opts, nats.Name("spotwise-reader"))...)
+			rc, err := connect(url, embedded, append(opts, nats.Name("spotwise-reader"))...)
 			if err != nil {
 				b.Close()
 				return nil, fmt.Errorf("connecting to NATS %s: %w", redactURL(url), redactErr(err))
@@ -328,6 +329,20 @@ func Open(ctx context.Context, cfg Config, source string, clk clock.Clock, log *
 		return nil, err
 	}
 	return b, nil
+}
+
+// connect is nats.Connect, made again (three tries in all) when a
+// handshake with the embedded server fails: on a loaded machine the
+// server may take longer to verify a credential than it waits before
+// pinging a new client, and the client then reads that ping where it
+// expects the answer to its own ("expected 'PONG', got 'PING'").
+func connect(url string, embedded bool, opts ...nats.Option) (*nats.Conn, error) {
+	for try := 1; ; try++ {
+		nc, err := nats.Connect(url, opts...)
+		if err == nil || !embedded || try == 3 {
+			return nc, err
+		}
+	}
 }
 
 // embeddedHandshake bounds connecting to the embedded server.
