@@ -46,6 +46,11 @@ type book struct {
 	// real count would be refused.
 	launching   map[string]launchTake
 	launchingBy map[string]int
+	// taken are the counts launches took off offers since their region was
+	// last fed, by offer ID: laid over the flat book's counts where a cycle
+	// compiles them, so that a launch does not make the next cycle copy
+	// the whole book (thousands of offers, at every launch).
+	taken map[string]int
 }
 
 // launchTake is what one launch under way took off an offer.
@@ -54,9 +59,10 @@ type launchTake struct {
 	n     int
 }
 
-// regionOffers is one provider region's offers (with the counts the
-// scheduler has taken since off them), the offers as its feed last
-// reported them, and their interruption rates by offer ID.
+// regionOffers is one provider region's offers (their counts less what
+// launches under way when the feed reported them took; what launches took
+// since is in book.taken), the offers as its feed last reported them, and
+// their interruption rates by offer ID.
 type regionOffers struct {
 	offers []providers.Offer
 	fed    []providers.Offer
@@ -65,16 +71,19 @@ type regionOffers struct {
 
 func newBook() *book {
 	return &book{regions: map[regionKey]*regionOffers{}, unavailable: map[string]time.Time{},
-		launching: map[string]launchTake{}, launchingBy: map[string]int{}}
+		launching: map[string]launchTake{}, launchingBy: map[string]int{}, taken: map[string]int{}}
 }
 
-// lookup finds an offer by ID.
+// lookup finds an offer by ID, with its count less what launches took.
 func (b *book) lookup(provider, region, id string) (providers.Offer, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if r := b.regions[regionKey{provider, region}]; r != nil {
 		for _, o := range r.offers {
 			if o.ID() == id {
+				if o.Available > 0 {
+					o.Available = max(0, o.Available-b.taken[id])
+				}
 				return o, true
 			}
 		}
@@ -113,6 +122,14 @@ func (b *book) replace(provider, region string, offers []providers.Offer) bool {
 				r.rates[o.ID()] = v
 			}
 		}
+	}
+	if old != nil {
+		for _, o := range old.offers {
+			delete(b.taken, o.ID())
+		}
+	}
+	for _, o := range offers {
+		delete(b.taken, o.ID()) // counted by the feed, or under way
 	}
 	b.regions[k] = r
 	b.stale = true
@@ -202,8 +219,11 @@ type bookView struct {
 	base        *offerBase
 	rates       map[string]float64
 	unavailable map[string]time.Time
-	version     uint64
-	gen         uint64
+	// taken are the counts launches took off offers since the feed (by
+	// offer ID; a copy): offers' counts are theirs less these.
+	taken   map[string]int
+	version uint64
+	gen     uint64
 }
 
 // snapshot returns the book as it is now.
@@ -227,7 +247,11 @@ func (b *book) snapshot(now time.Time) bookView {
 	if b.base == nil {
 		b.base = compileBase(b.index, b.rates, b.geography)
 	}
-	return bookView{offers: b.flat, index: b.index, base: b.base, rates: b.rates, unavailable: un, version: b.version, gen: b.gen}
+	var taken map[string]int
+	if len(b.taken) > 0 {
+		taken = maps.Clone(b.taken)
+	}
+	return bookView{offers: b.flat, index: b.index, base: b.base, rates: b.rates, unavailable: un, taken: taken, version: b.version, gen: b.gen}
 }
 
 // take lowers an offer's available count after the scheduler launched on
@@ -250,12 +274,9 @@ func (b *book) take(o providers.Offer, n int, key string) {
 	id := o.ID()
 	for i := range r.offers {
 		if r.offers[i].ID() == id && r.offers[i].Available >= 0 {
-			updated := slices.Clone(r.offers)
-			updated[i].Available = max(0, updated[i].Available-n)
-			b.regions[regionKey{o.Provider, o.Region}] = &regionOffers{offers: updated, fed: r.fed, rates: r.rates}
 			// Less capacity never makes a pending job placeable, so the
 			// version (which makes pending jobs be looked at again) stays.
-			b.stale = true
+			b.taken[id] = min(b.taken[id]+n, r.offers[i].Available)
 			b.gen++
 			return
 		}
@@ -284,20 +305,30 @@ func (b *book) launched(key string, bought bool) {
 			}
 			// No more than the feed's count less what other launches
 			// under way took.
-			ceiling := r.offers[i].Available + t.n
+			now := r.offers[i].Available - b.taken[t.offer]
+			ceiling := now + t.n
 			for _, f := range r.fed {
 				if f.ID() == t.offer && f.Available >= 0 {
 					ceiling = min(ceiling, max(0, f.Available-b.launchingBy[t.offer]))
 				}
 			}
-			if ceiling != r.offers[i].Available {
+			if ceiling == now {
+				continue
+			}
+			if ceiling <= r.offers[i].Available {
+				b.taken[t.offer] = r.offers[i].Available - ceiling
+				if b.taken[t.offer] == 0 {
+					delete(b.taken, t.offer)
+				}
+			} else {
 				updated := slices.Clone(r.offers)
 				updated[i].Available = ceiling
 				b.regions[k] = &regionOffers{offers: updated, fed: r.fed, rates: r.rates}
 				b.stale = true
-				b.version++ // capacity back: a waiting job may fit
-				b.gen++
+				delete(b.taken, t.offer)
 			}
+			b.version++ // capacity back: a waiting job may fit
+			b.gen++
 			return
 		}
 	}

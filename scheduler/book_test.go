@@ -52,12 +52,24 @@ func TestBookIndexFollowsTheOffers(t *testing.T) {
 	}
 	ix := check("first look", false, nil)
 
-	// A launch takes capacity: same index, new counts.
+	// A launch takes capacity: same index, new counts, and the offers are
+	// not copied for it (a launch a cycle would otherwise copy the book).
 	o := byRegion[regions[2]][1]
+	before := b.snapshot(now).offers
 	b.take(o, 2, "")
 	ix = check("after a take", true, ix)
 	if got, _ := b.lookup(o.Provider, o.Region, o.ID()); got.Available != o.Available-2 {
 		t.Fatalf("available after take: %d, want %d", got.Available, o.Available-2)
+	}
+	bv := b.snapshot(now)
+	if &bv.offers[0] != &before[0] {
+		t.Error("a take copied the book's offers")
+	}
+	co := compileOffers(bv.offers, bv.base, bv.unavailable, bv.taken, now)
+	for _, c := range co.all {
+		if c.id == o.ID() && c.available != o.Available-2 {
+			t.Fatalf("compiled after take: %d available, want %d", c.available, o.Available-2)
+		}
 	}
 
 	// The feed then reports the launch: a count under what it said
@@ -122,7 +134,7 @@ func TestBookIndexFollowsTheOffers(t *testing.T) {
 	ix = check("after a mark", true, ix)
 	blocked := func() int {
 		bv := b.snapshot(now)
-		co := compileOffers(bv.offers, bv.base, bv.unavailable, now)
+		co := compileOffers(bv.offers, bv.base, bv.unavailable, bv.taken, now)
 		n := 0
 		for _, o := range co.all {
 			if o.blocked {

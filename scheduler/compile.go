@@ -225,9 +225,10 @@ func purchaseBit(p providers.PurchaseOption) uint8 {
 	return 0
 }
 
-// compileOffers lays a book's offers (their counts) and the capacity marks
-// in force at now over its base.
-func compileOffers(offers []providers.Offer, base *offerBase, unavailable map[string]time.Time, now time.Time) *compiledOffers {
+// compileOffers lays a book's offers (their counts, less what taken says
+// launches took since) and the capacity marks in force at now over its
+// base.
+func compileOffers(offers []providers.Offer, base *offerBase, unavailable map[string]time.Time, taken map[string]int, now time.Time) *compiledOffers {
 	co := &compiledOffers{gpuIdx: base.gpuIdx, regions: base.regions, geos: base.geos,
 		all: make([]compiledOffer, len(offers)), groups: make([]gpuGroup, len(base.groups))}
 	ix := base.ix
@@ -237,6 +238,8 @@ func compileOffers(offers []providers.Offer, base *offerBase, unavailable map[st
 		avail := o.Available
 		if o.Capacity == providers.CapacityNone {
 			avail = 0
+		} else if n := taken[ix.ids[i]]; n > 0 && avail > 0 {
+			avail = max(0, avail-n)
 		}
 		co.all[i] = compiledOffer{
 			offer: o, id: ix.ids[i], keys: ix.keys[i], gpu: int(p.gpu), region: int(p.region), purchase: purchaseBit(o.Purchase),

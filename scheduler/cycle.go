@@ -65,7 +65,7 @@ func (s *Scheduler) cycle(ctx context.Context) {
 	s.zones.observe(bv, now)
 	teams := s.teamStates(now)
 	snap := Snapshot{Now: now, Jobs: batch, Offers: bv.offers, Unavailable: bv.unavailable, Throughput: s.tp,
-		Geography: s.o.Geography, Rates: bv.rates, Policy: s.o.Policy, Zones: s.zones.stats, PolicyStep: s.o.PolicyInterval, base: bv.base,
+		Geography: s.o.Geography, Rates: bv.rates, Policy: s.o.Policy, Zones: s.zones.stats, PolicyStep: s.o.PolicyInterval, base: bv.base, taken: bv.taken,
 		Teams: teams}
 
 	// 2. Decide.

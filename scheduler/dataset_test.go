@@ -93,7 +93,7 @@ func TestDatasetEgressIsPaidAgainByRestarts(t *testing.T) {
 		t.Fatalf("verdicts %+v, %+v", a, b)
 	}
 	r := with.Req.Value()
-	n := compileOffers(snap.Offers, snap.offerBase(), nil, t0).compileNeeds(&r, testTP, &ruleCache{})
+	n := compileOffers(snap.Offers, snap.offerBase(), nil, nil, t0).compileNeeds(&r, testTP, &ruleCache{})
 	cj := &compiledJob{q: with, needs: n, runtime: n.runtime}
 	risk := bidding.ExpectedCost(bidding.RiskInput{Now: t0, PricePerHour: spot.Price, Nodes: 1, Startup: spot.LaunchLatency, Runtime: n.runtime[0],
 		InterruptionsPerHour: bidding.PriorRate("aws", providers.Spot), Checkpoint: n.ckpt, Provider: "aws", Region: "us-west-2",

@@ -43,6 +43,9 @@ type Snapshot struct {
 
 	// base, when set, is the compiled base of Offers, Rates and Geography (the scheduler's book keeps one between changes).
 	base *offerBase
+	// taken, when set, are counts launches took off Offers since their
+	// feed (by offer ID): an offer's count is its Available less these.
+	taken map[string]int
 }
 
 // offerBase returns the snapshot's compiled base, compiling it if it has
@@ -125,7 +128,7 @@ func DecideMoves(s Snapshot, runningOn map[string]string) []MoveOption {
 }
 
 func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
-	co := compileOffers(s.Offers, s.offerBase(), s.Unavailable, s.Now)
+	co := compileOffers(s.Offers, s.offerBase(), s.Unavailable, s.taken, s.Now)
 	rules := &ruleCache{}
 	compiled := map[unique.Handle[Requirements]]*needs{}
 	var byID map[string]*compiledOffer

@@ -28,7 +28,7 @@ type Verdict struct {
 // Decide places with, so `spotwise quote` shows what the scheduler would
 // do.
 func Explain(s Snapshot, q *QueuedJob) []Verdict {
-	co := compileOffers(s.Offers, s.offerBase(), s.Unavailable, s.Now)
+	co := compileOffers(s.Offers, s.offerBase(), s.Unavailable, s.taken, s.Now)
 	r := q.Req.Value()
 	nd := co.compileNeeds(&r, s.Throughput, &ruleCache{})
 	cj := co.compileJob(q, nd)

@@ -164,7 +164,7 @@ func compileBase(ix *offerIndex, rates map[string]float64, geography func(provid
 
 // zonesUp says, for each of the base's zones, whether any of its spot
 // offers has capacity now (a count other than zero, not marked).
-func (b *offerBase) zonesUp(offers []providers.Offer, unavailable map[string]time.Time, now time.Time) map[ZoneKey]bool {
+func (b *offerBase) zonesUp(offers []providers.Offer, unavailable map[string]time.Time, taken map[string]int, now time.Time) map[ZoneKey]bool {
 	blocked := b.ix.blocked(unavailable, now)
 	up := make([]bool, len(b.zones))
 	for i := range offers {
@@ -173,6 +173,9 @@ func (b *offerBase) zonesUp(offers []providers.Offer, unavailable map[string]tim
 			continue
 		}
 		o := &offers[i]
+		if o.Available > 0 && taken[b.ix.ids[i]] >= o.Available {
+			continue // launches took what there was
+		}
 		if o.Available != 0 && o.Capacity != providers.CapacityNone {
 			up[p.zone], up[p.anyZone] = true, true
 		}

@@ -234,7 +234,7 @@ func (w *zoneWatch) observe(bv bookView, now time.Time) {
 	}
 	w.last = now
 	if w.up == nil || w.upGen != bv.gen {
-		w.up, w.upGen = bv.base.zonesUp(bv.offers, bv.unavailable, now), bv.gen
+		w.up, w.upGen = bv.base.zonesUp(bv.offers, bv.unavailable, bv.taken, now), bv.gen
 	}
 	for k, avail := range w.up {
 		zs := w.stats[k]

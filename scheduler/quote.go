@@ -11,5 +11,5 @@ import "time"
 func (s *Scheduler) Book(now time.Time) Snapshot {
 	bv := s.book.snapshot(now)
 	return Snapshot{Now: now, Offers: bv.offers, Unavailable: bv.unavailable, Throughput: s.tp, Geography: s.o.Geography,
-		Rates: bv.rates, Policy: s.o.Policy, PolicyStep: s.o.PolicyInterval, base: bv.base}
+		Rates: bv.rates, Policy: s.o.Policy, PolicyStep: s.o.PolicyInterval, base: bv.base, taken: bv.taken}
 }
