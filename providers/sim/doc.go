@@ -13,8 +13,10 @@
 //     same prices;
 //   - instance life (launch.go): pending, running after the offer's launch
 //     latency, terminated or failed, with idempotent launches;
-//   - persistence of instances in a key-value Store (store.go), so a
-//     restarted server sees the instances it had;
+//   - persistence of instances in a key-value Store (store.go), written
+//     behind the cloud's lock, many at once (behind.go), so a restarted
+//     server sees the instances it had: a call returns, and an event goes
+//     out, only once the changes before it are stored;
 //   - interruptions (interrupt.go, notice.go): spot interruption notices
 //     with the provider's window (NoticeWindow), then the end at the
 //     deadline with the capacity held back for a while; zone-wide storms,
