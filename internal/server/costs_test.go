@@ -73,6 +73,17 @@ func TestCostLedgerAddsUpToTheCloudsBill(t *testing.T) {
 	insts, _ := s.Cloud().Instances(ctx)
 	for _, in := range insts {
 		if in.JobID == vision && !in.State.Ended() {
+			// Two price moves while it runs, so that it is billed across
+			// three prices whatever the walk does (near its floor a spot
+			// price sits still for hours). The walk stays under on-demand,
+			// and a spot price is at least a quarter of it: ten and eleven
+			// times the launch price are prices the walk never has.
+			offer := providers.OfferID(in.Provider, in.Region, in.Zone, in.InstanceType, in.Purchase)
+			for _, p := range []money.Micros{in.Price * 10, in.Price * 11, 0} {
+				if err := s.Cloud().SetPrice(offer, p); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if err := s.Cloud().Maintenance(in.ID, 10*time.Minute); err != nil {
 				t.Fatal(err)
 			}
@@ -172,7 +183,7 @@ func TestCostLedgerAddsUpToTheCloudsBill(t *testing.T) {
 		}
 	}
 	if segments < 3 {
-		t.Errorf("no instance ran across three prices (at most %d segments): the price walk did not move?", segments)
+		t.Errorf("no instance ran across three prices (at most %d segments): the prices set did not start segments of their own?", segments)
 	}
 
 	// The report by team: each team's total is its jobs', the overhead is
