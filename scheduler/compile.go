@@ -27,32 +27,15 @@ type QueuedJob struct {
 	Progress float64
 	// Req is what the job needs; jobs with the same needs share one value.
 	Req unique.Handle[Requirements]
-	// OnDemandSince is set for a job running on on-demand capacity that
-	// the deadline policy is asked about: since when it has run there
-	// (its changeover counts from then). Zero for a job to place.
-	OnDemandSince time.Time
-	// SpotSince and RunningOffer are set for a job running on spot that
-	// the deadline policy is asked about: since when it has run on the
-	// offer (its zone is the policy's current choice).
-	SpotSince    time.Time
-	RunningOffer string
-	// Excluded are offers or scopes of offers (providers.ScopeKey) a
-	// provider refused the job for good; ExcludedWhy the providers'
-	// reasons.
-	Excluded    []string
-	ExcludedWhy []string
-	// Avoid are offers or scopes the job is leaving (under notice, or
-	// moved off): its replacement goes elsewhere.
-	Avoid []string
 	// Moving is set for a job leaving capacity it ran on (a notice, a
 	// move): its replacement carries on a running job, which the team's
 	// budget does not hold back.
 	Moving bool
-	// HoldsGPU and HoldsGPUs are, for a running job weighed for a move,
-	// the GPU type and count it holds now (its team's quota counts them
-	// already).
-	HoldsGPU  string
-	HoldsGPUs int
+	// Running is set for a running job weighed for a move (nil for a job
+	// to place): what it holds and since when.
+	Running *Running
+	// Except are the offers the job may not go to; nil for most jobs.
+	Except *Exceptions
 	// CostSoFar is what the job has cost so far: with its max_cost_usd,
 	// what an offer may be expected to cost.
 	CostSoFar money.Micros
@@ -61,6 +44,53 @@ type QueuedJob struct {
 	// attempt the record's attempt count this was built from.
 	e       *entry
 	attempt int
+}
+
+// Running is what a running job weighed for a move holds now.
+type Running struct {
+	// GPU and GPUs are the GPU type and count it holds (its team's quota
+	// counts them already).
+	GPU  string
+	GPUs int
+	// OnDemandSince is set for a job running on on-demand capacity that
+	// the deadline policy is asked about: since when it has run there
+	// (its changeover counts from then).
+	OnDemandSince time.Time
+	// SpotSince and Offer are set for a job running on spot that the
+	// deadline policy is asked about: since when it has run on the offer
+	// (its zone is the policy's current choice).
+	SpotSince time.Time
+	Offer     string
+}
+
+// Exceptions are offers or scopes of offers (providers.ScopeKey) a job may
+// not be placed on.
+type Exceptions struct {
+	// Excluded are those a provider refused the job for good;
+	// ExcludedWhy the providers' reasons.
+	Excluded    []string
+	ExcludedWhy []string
+	// Avoid are those the job is leaving (under notice, or moved off):
+	// its replacement goes elsewhere.
+	Avoid []string
+}
+
+// held is the GPU type and count a running job weighed for a move holds
+// (none for a job to place).
+func (q *QueuedJob) held() (string, int) {
+	if q.Running == nil {
+		return "", 0
+	}
+	return q.Running.GPU, q.Running.GPUs
+}
+
+// runningOffer is the spot offer a job the deadline policy weighs runs on
+// ("" for any other job).
+func (q *QueuedJob) runningOffer() string {
+	if q.Running == nil {
+		return ""
+	}
+	return q.Running.Offer
 }
 
 // Requirements is the placement-relevant part of a job spec, in a

@@ -114,12 +114,12 @@ func (s *Scheduler) cycle(ctx context.Context) {
 		}
 		switch {
 		case !p.Hopeless:
-			e.hopeless = time.Time{}
-		case e.hopeless.IsZero():
+			e.hopeless = 0
+		case e.hopeless == 0:
 			// Found hopeless: if a policy interval later it still is (the
 			// offer book may have been incomplete), it expires.
-			e.hopeless = now
-		case now.Sub(e.hopeless) >= s.o.PolicyInterval && !e.inflight:
+			e.hopeless = now.UnixNano()
+		case now.Sub(time.Unix(0, e.hopeless)) >= s.o.PolicyInterval && !e.inflight:
 			e.inflight = true
 			s.goAction(ctx, func(ctx context.Context) {
 				defer s.done(p.JobID)

@@ -261,10 +261,11 @@ func (n *needs) staticReason(o *compiledOffer) reason {
 // dynamicReason runs the stages that differ between jobs of the same
 // needs or change as the cycle places jobs.
 func (cj *compiledJob) dynamicReason(o *compiledOffer) reason {
+	x := cj.q.Except
 	switch {
-	case len(cj.q.Excluded) > 0 && o.excludedFor(cj.q.Excluded):
+	case x != nil && len(x.Excluded) > 0 && o.excludedFor(x.Excluded):
 		return reasonExcluded
-	case o.blocked, len(cj.q.Avoid) > 0 && o.excludedFor(cj.q.Avoid):
+	case o.blocked, x != nil && len(x.Avoid) > 0 && o.excludedFor(x.Avoid):
 		return reasonUnavailable
 	case cj.team != nil && cj.team.blocks(cj, o):
 		return reasonQuota

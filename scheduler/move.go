@@ -95,13 +95,13 @@ func (s *Scheduler) decideMoves(snap Snapshot, recs []*job.Record) []move {
 		req := RequirementsOf(c)
 		q := queuedJob(r)
 		// Its team's quota counts what it holds: a move gives that back.
-		q.HoldsGPU, q.HoldsGPUs = a.Placement.GPU, a.Placement.GPUs*max(1, a.Placement.Nodes)
+		q.Running = &Running{GPU: a.Placement.GPU, GPUs: a.Placement.GPUs * max(1, a.Placement.Nodes)}
 		if policyRun(r) {
 			switch a.Placement.Purchase {
 			case string(providers.OnDemand):
-				q.OnDemandSince = a.RunningAt
+				q.Running.OnDemandSince = a.RunningAt
 			case string(providers.Spot):
-				q.SpotSince, q.RunningOffer = a.RunningAt, a.Placement.OfferID
+				q.Running.SpotSince, q.Running.Offer = a.RunningAt, a.Placement.OfferID
 			default:
 				v := req.Value()
 				v.Purchase = string(job.PurchaseSpot)

@@ -31,7 +31,7 @@ func (co *compiledOffers) choose(cj *compiledJob, s Snapshot) (*compiledOffer, b
 		best, est := co.cheapest(cj, s.Now, maskAny)
 		return best, est, nil
 	}
-	if cj.q.RunningOffer != "" {
+	if cj.q.runningOffer() != "" {
 		return co.chooseRunning(cj, s)
 	}
 	spot, spotEst := co.cheapest(cj, s.Now, maskSpot)
@@ -80,7 +80,7 @@ func (co *compiledOffers) choose(cj *compiledJob, s Snapshot) (*compiledOffer, b
 // on-demand, the move's changeover and egress included; whatever it does
 // not clearly choose keeps the job where it is.
 func (co *compiledOffers) chooseRunning(cj *compiledJob, s Snapshot) (*compiledOffer, bidding.Estimate, []job.PendingReason) {
-	cur := co.byID[cj.q.RunningOffer]
+	cur := co.byID[cj.q.runningOffer()]
 	if cur == nil || cur.purchase&maskSpot == 0 {
 		return nil, bidding.Estimate{}, nil // its offer is not in the book: nothing to weigh it against
 	}
@@ -149,13 +149,14 @@ func (co *compiledOffers) policyState(cj *compiledJob, s Snapshot, market, od *c
 		Work: whole, WorkLeft: runtime, Changeover: market.startup, Step: step,
 		Current: bidding.ChooseIdle, OnDemandPrice: od.price, Nodes: cj.nodes, Checkpoint: cj.ckptRegion,
 	}
-	if since := cj.q.OnDemandSince; !since.IsZero() {
+	if r := cj.q.Running; r != nil && !r.OnDemandSince.IsZero() {
+		since := r.OnDemandSince
 		st.Current = bidding.ChooseOnDemand
 		st.ChangeoverLeft = max(0, od.startup-s.Now.Sub(since))
 	}
 	var running *compiledOffer
-	if cj.q.RunningOffer != "" && co.byID != nil {
-		if o := co.byID[cj.q.RunningOffer]; o != nil && o.gpu == gi && o.purchase&maskSpot != 0 {
+	if off := cj.q.runningOffer(); off != "" && co.byID != nil {
+		if o := co.byID[off]; o != nil && o.gpu == gi && o.purchase&maskSpot != 0 {
 			running = o
 		}
 	}
@@ -202,7 +203,7 @@ func (co *compiledOffers) policyState(cj *compiledJob, s Snapshot, market, od *c
 		st.Zones[i].Available = true
 		st.Zones[i].Price = running.price
 		st.Current = bidding.ChooseSpot(i)
-		st.ChangeoverLeft = max(0, running.startup-s.Now.Sub(cj.q.SpotSince))
+		st.ChangeoverLeft = max(0, running.startup-s.Now.Sub(cj.q.Running.SpotSince))
 	}
 	if u := s.Zones[ZoneKey{Zone: "*", GPU: market.offer.GPU}]; u != nil {
 		st.Union = *u

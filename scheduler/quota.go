@@ -122,7 +122,7 @@ func (u *teamUse) admit(cj *compiledJob, co *compiledOffers) *job.PendingReason 
 	case q.GPUs > 0 && ask > q.GPUs:
 		return &job.PendingReason{Code: "quota", Message: fmt.Sprintf("the job asks %s, more than team %s's quota of %d (quota.gpus): it cannot be placed while that quota stands",
 			plural(ask, "GPU"), u.name, q.GPUs)}
-	case q.Jobs > 0 && cj.q.HoldsGPUs == 0 && u.Jobs >= q.Jobs:
+	case q.Jobs > 0 && cj.q.Running == nil && u.Jobs >= q.Jobs:
 		return &job.PendingReason{Code: "quota", Message: fmt.Sprintf("team %s has %d of its %s holding capacity (quota.jobs)",
 			u.name, u.Jobs, plural(q.Jobs, "job"))}
 	}
@@ -143,7 +143,8 @@ func (u *teamUse) admit(cj *compiledJob, co *compiledOffers) *job.PendingReason 
 func (u *teamUse) blocks(cj *compiledJob, o *compiledOffer) bool {
 	q := u.Limits.Quota
 	ask := cj.nodes * o.offer.GPUs
-	if q.GPUs > 0 && u.GPUs-cj.q.HoldsGPUs+ask > q.GPUs {
+	heldGPU, held := cj.q.held()
+	if q.GPUs > 0 && u.GPUs-held+ask > q.GPUs {
 		return true
 	}
 	key := cj.quotaKeys[o.gpu]
@@ -151,8 +152,8 @@ func (u *teamUse) blocks(cj *compiledJob, o *compiledOffer) bool {
 		return false
 	}
 	have := u.heldOf(key)
-	if cj.q.HoldsGPU != "" && gpuMatches(key, cj.q.HoldsGPU) {
-		have -= cj.q.HoldsGPUs
+	if heldGPU != "" && gpuMatches(key, heldGPU) {
+		have -= held
 	}
 	return have+ask > q.GPUsByType[key]
 }
@@ -189,10 +190,11 @@ func (u *teamUse) quotaMessage(cj *compiledJob) string {
 
 // take charges a placement to the team for the rest of the cycle.
 func (u *teamUse) take(cj *compiledJob, o providers.Offer, nodes int, cost money.Micros) {
-	u.GPUs += nodes*o.GPUs - cj.q.HoldsGPUs
+	heldGPU, held := cj.q.held()
+	u.GPUs += nodes*o.GPUs - held
 	u.ByType[o.GPU] += nodes * o.GPUs
-	if cj.q.HoldsGPUs > 0 {
-		u.ByType[cj.q.HoldsGPU] -= cj.q.HoldsGPUs
+	if held > 0 {
+		u.ByType[heldGPU] -= held
 		return // a move: the same job
 	}
 	u.Jobs++
@@ -205,7 +207,7 @@ func (u *teamUse) take(cj *compiledJob, o providers.Offer, nodes int, cost money
 // back new work, not running jobs.
 func (u *teamUse) overBudget(cj *compiledJob, cost money.Micros) *job.PendingReason {
 	b := u.Limits.Budget
-	if !b.Hard || b.Monthly <= 0 || cj.q.Moving || cj.q.HoldsGPUs > 0 {
+	if !b.Hard || b.Monthly <= 0 || cj.q.Moving || cj.q.Running != nil {
 		return nil
 	}
 	if u.Spent+u.Committed+cost <= b.Monthly {

@@ -12,7 +12,7 @@ func (b *jobB) team(name string) *jobB        { b.q.Team, b.spec.Team = name, na
 func (b *jobB) maxCost(c string) *jobB        { b.spec.MaxCost = money.MustParse(c); return b }
 func (b *jobB) costSoFar(c string) *jobB      { b.q.CostSoFar = money.MustParse(c); return b }
 func (b *jobB) moving() *jobB                 { b.q.Moving = true; return b }
-func (b *jobB) holds(gpu string, n int) *jobB { b.q.HoldsGPU, b.q.HoldsGPUs = gpu, n; return b }
+func (b *jobB) holds(gpu string, n int) *jobB { b.q.Running = &Running{GPU: gpu, GPUs: n}; return b }
 
 // Team quotas and budgets in one cycle: a team past a quota or its hard
 // budget waits with reason quota or budget, saying what it holds or

@@ -226,10 +226,14 @@ func (cj *compiledJob) message(r reason, n int, cheapestOver money.Micros, earli
 
 // exclusionReasons says why the job's exclusions are there.
 func (cj *compiledJob) exclusionReasons() string {
-	if len(cj.q.ExcludedWhy) == 0 {
-		return strings.Join(cj.q.Excluded, "; ")
+	x := cj.q.Except
+	if x == nil {
+		return ""
 	}
-	return strings.Join(cj.q.ExcludedWhy, "; ")
+	if len(x.ExcludedWhy) == 0 {
+		return strings.Join(x.Excluded, "; ")
+	}
+	return strings.Join(x.ExcludedWhy, "; ")
 }
 
 func plural(n int, word string) string {

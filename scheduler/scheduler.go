@@ -239,8 +239,8 @@ type entry struct {
 	pending []job.PendingReason
 	codes   uint64
 	// hopeless is when a cycle first found that the job can no longer
-	// meet its deadline (zero: it can).
-	hopeless time.Time
+	// meet its deadline, in Unix nanoseconds (zero: it can).
+	hopeless int64
 	// progress and progressAt are the record's progress and when it was
 	// written (Unix nanoseconds): an agent's progress report the lifecycle
 	// would not write is dropped without reading the record.
@@ -549,18 +549,26 @@ func queuedJob(r *job.Record) *QueuedJob {
 	if r.Status.DeadlineMissed {
 		q.DeadlineAt = time.Time{} // it runs anyway, as soon as it can
 	}
+	except := func() *Exceptions {
+		if q.Except == nil {
+			q.Except = &Exceptions{}
+		}
+		return q.Except
+	}
 	for _, x := range r.Status.Excluded {
-		q.Excluded = append(q.Excluded, x.Key)
-		q.ExcludedWhy = append(q.ExcludedWhy, x.Reason)
+		ex := except()
+		ex.Excluded = append(ex.Excluded, x.Key)
+		ex.ExcludedWhy = append(ex.ExcludedWhy, x.Reason)
 	}
 	if p := r.Status.Previous; p != nil && (p.Notice != nil || p.Closing == job.OutcomeMoved) {
 		// A replacement does not go back where the job is leaving: that
 		// capacity is going (and, after a notice, often its zone with it).
 		off := providers.Offer{Provider: p.Placement.Provider, Region: p.Placement.Region, Zone: p.Placement.Zone,
 			InstanceType: p.Placement.InstanceType, Purchase: providers.PurchaseOption(p.Placement.Purchase)}
-		q.Avoid = append(q.Avoid, p.Placement.OfferID)
+		ex := except()
+		ex.Avoid = append(ex.Avoid, p.Placement.OfferID)
 		if p.Notice != nil && p.Notice.Deadline.After(time.Time{}) {
-			q.Avoid = append(q.Avoid, providers.ScopeKey(providers.ScopeZone, off))
+			ex.Avoid = append(ex.Avoid, providers.ScopeKey(providers.ScopeZone, off))
 		}
 	}
 	return q

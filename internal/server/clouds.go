@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
 	"slices"
+	"time"
 
 	"github.com/spotwise/spotwise/agent"
 	"github.com/spotwise/spotwise/bidding"
