@@ -5,6 +5,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unique"
 
@@ -239,6 +240,7 @@ type compiledOffers struct {
 	regions []regionKey
 	geos    []string // geography of each region
 	all     []compiledOffer
+	ptrs    []*compiledOffer // the groups' offers, group after group
 	// byID finds an offer by ID; set when running jobs are weighed.
 	byID map[string]*compiledOffer
 }
@@ -258,9 +260,17 @@ func purchaseBit(p providers.PurchaseOption) uint8 {
 // compileOffers lays a book's offers (their counts, less what taken says
 // launches took since) and the capacity marks in force at now over its
 // base.
+//
+// The result is for one cycle (or one explanation): release hands its
+// memory to the next, which at a couple of hundred cycles a second and
+// thousands of offers is most of what the scheduler would otherwise
+// allocate.
 func compileOffers(offers []providers.Offer, base *offerBase, unavailable map[string]time.Time, taken map[string]int, now time.Time) *compiledOffers {
-	co := &compiledOffers{gpuIdx: base.gpuIdx, regions: base.regions, geos: base.geos,
-		all: make([]compiledOffer, len(offers)), groups: make([]gpuGroup, len(base.groups))}
+	co := compiledPool.Get().(*compiledOffers)
+	co.gpuIdx, co.regions, co.geos, co.byID = base.gpuIdx, base.regions, base.geos, nil
+	co.all = resize(co.all, len(offers))
+	co.groups = resize(co.groups, len(base.groups))
+	co.ptrs = resize(co.ptrs, len(offers))
 	ix := base.ix
 	blocked := ix.blocked(unavailable, now)
 	for i := range offers {
@@ -277,7 +287,7 @@ func compileOffers(offers []providers.Offer, base *offerBase, unavailable map[st
 			blocked: blocked != nil && blocked[i], rate: p.rate,
 		}
 	}
-	ptrs := make([]*compiledOffer, len(offers))
+	ptrs := co.ptrs
 	for gi, g := range base.groups {
 		members := ptrs[:len(g.members):len(g.members)]
 		ptrs = ptrs[len(g.members):]
@@ -287,6 +297,28 @@ func compileOffers(offers []providers.Offer, base *offerBase, unavailable map[st
 		co.groups[gi] = gpuGroup{name: g.name, offers: members, minStartup: g.minStartup}
 	}
 	return co
+}
+
+// compiledPool holds compiled books' memory between cycles.
+var compiledPool = sync.Pool{New: func() any { return new(compiledOffers) }}
+
+// release gives co's memory back for another cycle's book; neither co nor
+// any of its offers may be used after. What it points into (the book it
+// was compiled from) is let go.
+func (co *compiledOffers) release() {
+	clear(co.all)
+	clear(co.ptrs)
+	clear(co.groups)
+	co.gpuIdx, co.regions, co.geos, co.byID = nil, nil, nil, nil
+	compiledPool.Put(co)
+}
+
+// resize is s with length n, its array reused when it is large enough.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }
 
 // compiledJob is a queued job's constraints over one cycle's offer book.

@@ -129,6 +129,7 @@ func DecideMoves(s Snapshot, runningOn map[string]string) []MoveOption {
 
 func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 	co := compileOffers(s.Offers, s.offerBase(), s.Unavailable, s.taken, s.Now)
+	defer co.release()
 	rules := &ruleCache{}
 	compiled := map[unique.Handle[Requirements]]*needs{}
 	var byID map[string]*compiledOffer

@@ -29,6 +29,7 @@ type Verdict struct {
 // do.
 func Explain(s Snapshot, q *QueuedJob) []Verdict {
 	co := compileOffers(s.Offers, s.offerBase(), s.Unavailable, s.taken, s.Now)
+	defer co.release()
 	r := q.Req.Value()
 	nd := co.compileNeeds(&r, s.Throughput, &ruleCache{})
 	cj := co.compileJob(q, nd)

@@ -162,11 +162,13 @@ func compileBase(ix *offerIndex, rates map[string]float64, geography func(provid
 	return b
 }
 
-// zonesUp says, for each of the base's zones, whether any of its spot
-// offers has capacity now (a count other than zero, not marked).
-func (b *offerBase) zonesUp(offers []providers.Offer, unavailable map[string]time.Time, taken map[string]int, now time.Time) map[ZoneKey]bool {
+// zonesUp says, for each of the base's zones (by index into b.zones),
+// whether any of its spot offers has capacity now (a count other than
+// zero, not marked); up's array is reused when it is large enough.
+func (b *offerBase) zonesUp(up []bool, offers []providers.Offer, unavailable map[string]time.Time, taken map[string]int, now time.Time) []bool {
 	blocked := b.ix.blocked(unavailable, now)
-	up := make([]bool, len(b.zones))
+	up = resize(up, len(b.zones))
+	clear(up)
 	for i := range offers {
 		p := &b.per[i]
 		if p.zone < 0 || (blocked != nil && blocked[i]) {
@@ -180,9 +182,5 @@ func (b *offerBase) zonesUp(offers []providers.Offer, unavailable map[string]tim
 			up[p.zone], up[p.anyZone] = true, true
 		}
 	}
-	m := make(map[ZoneKey]bool, len(b.zones))
-	for z, k := range b.zones {
-		m[k] = up[z]
-	}
-	return m
+	return up
 }

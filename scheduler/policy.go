@@ -216,9 +216,10 @@ func (co *compiledOffers) policyState(cj *compiledJob, s Snapshot, market, od *c
 type zoneWatch struct {
 	stats map[ZoneKey]*bidding.ZoneStats
 	last  time.Time
-	// up is which zones had capacity in the book of generation gen.
-	up    map[ZoneKey]bool
-	upGen uint64
+	// up is which zones had capacity in the book of generation upGen.
+	up     []bool // by index into upBase.zones
+	upBase *offerBase
+	upGen  uint64
 }
 
 // observe records, for the time since the last look, which zones had
@@ -234,10 +235,14 @@ func (w *zoneWatch) observe(bv bookView, now time.Time) {
 		return
 	}
 	w.last = now
-	if w.up == nil || w.upGen != bv.gen {
-		w.up, w.upGen = bv.base.zonesUp(bv.offers, bv.unavailable, bv.taken, now), bv.gen
+	if bv.base == nil {
+		return
 	}
-	for k, avail := range w.up {
+	if w.upBase != bv.base || w.upGen != bv.gen {
+		w.up, w.upBase, w.upGen = bv.base.zonesUp(w.up, bv.offers, bv.unavailable, bv.taken, now), bv.base, bv.gen
+	}
+	for z, k := range w.upBase.zones {
+		avail := w.up[z]
 		zs := w.stats[k]
 		if zs == nil {
 			zs = &bidding.ZoneStats{}

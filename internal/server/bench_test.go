@@ -216,6 +216,13 @@ func BenchmarkSubmitToPlacedAged200PerSecond(b *testing.B) {
 	fillStore(b, s, 90_000, 10_000)
 	b.Logf("store filled with 100,000 jobs in %s", time.Since(filled).Round(time.Second))
 	placed, c := placedTimes(b, s), benchClient(s)
+	if path := os.Getenv("SPOTWISE_HEAP_PROFILE"); path != "" {
+		// The allocations of the run alone: go tool pprof -base path.start path
+		if f, err := os.Create(path + ".start"); err == nil {
+			_ = pprof.WriteHeapProfile(f)
+			f.Close()
+		}
+	}
 	b.ResetTimer()
 	defer minuteByMinute(b, s)()
 	spec := []byte("name: aged\ncommand: [x]\nresources: {gpus_per_node: 1}\nwork: 1m on T4\npurchase: on-demand\n")
