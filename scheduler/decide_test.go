@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unique"
@@ -545,5 +546,52 @@ func TestDecideCarriesTheOnDemandBaseline(t *testing.T) {
 		if len(plan.Placements) != 1 || plan.Placements[0].Baseline != 0 {
 			t.Fatalf("%s, placed again: baseline %s, want none", purchase, plan.Placements[0].Baseline)
 		}
+	}
+}
+
+// Cycles and explanations reuse the memory of compiled books: many at once,
+// over books of different sizes, each decides what it decides alone.
+func TestCyclesAtOnceDecideAsAlone(t *testing.T) {
+	big := []providers.Offer{
+		offer("aws", "us-east-1", "p3.16xlarge", "V100", 8, "8.00").get(),
+		offer("aws", "us-east-1", "p4d.24xlarge", "A100-40GB", 8, "12.00").get(),
+		offer("aws", "us-east-1", "g4dn.12xlarge", "T4", 4, "3.91").get(),
+		offer("aws", "us-east-1", "p5.48xlarge", "H100", 8, "98.32").get(),
+	}
+	small := []providers.Offer{offer("aws", "us-west-2", "p3.16xlarge", "V100", 8, "7.00").avail(1).get()}
+	snaps := []Snapshot{
+		{Now: t0, Jobs: []*QueuedJob{queued("a", "6h on V100").gpus(8).maxPrice("50.00").get(), queued("b", "1h on V100").gpus(4).get()}, Offers: big, Throughput: testTP, Geography: geo},
+		{Now: t0, Jobs: []*QueuedJob{queued("c", "6h on V100").gpus(8).get(), queued("d", "6h on V100").gpus(8).get()}, Offers: small, Throughput: testTP, Geography: geo},
+	}
+	for i := range 200 { // long enough that cycles overlap
+		snaps[0].Jobs = append(snaps[0].Jobs, queued(fmt.Sprint("e", i), "2h on T4").accel("T4").gpus(4).maxPrice("1.00").get())
+	}
+	type result struct {
+		plan     Plan
+		verdicts []Verdict
+	}
+	run := func(s Snapshot) result { return result{Decide(s), Explain(s, s.Jobs[0])} }
+	alone := []result{run(snaps[0]), run(snaps[1])}
+	if len(alone[1].plan.Placements) != 1 || len(alone[1].plan.Pending) != 1 {
+		t.Fatalf("the small book places %d and leaves %d pending, want 1 and 1", len(alone[1].plan.Placements), len(alone[1].plan.Pending))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for g := range 8 {
+		wg.Go(func() {
+			for range 20 {
+				i := g % 2
+				got := run(snaps[i])
+				if !reflect.DeepEqual(got, alone[i]) {
+					errs <- fmt.Sprintf("book %d: %+v, alone %+v", i, got, alone[i])
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
