@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -239,10 +240,22 @@ func TestWatchersShareEachDecodedVersion(t *testing.T) {
 	want := []string{""}
 	for n := range 5 {
 		msg := fmt.Sprintf("version %d", n+2)
-		if _, _, err := s.Modify(ctx, r.ID, func(x *job.Record) error { x.Status.Message = msg; return nil }); err != nil {
+		_, rev, err := s.Modify(ctx, r.ID, func(x *job.Record) error { x.Status.Message = msg; return nil })
+		if err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, msg)
+		// The next change starts from the version the watchers decoded
+		// (a copy of it).
+		testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+			w := watchers[0]
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if w.recs[rev] == nil {
+				return fmt.Errorf("version %d not seen yet", rev)
+			}
+			return nil
+		})
 	}
 	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
 		for i, w := range watchers {
@@ -260,6 +273,14 @@ func TestWatchersShareEachDecodedVersion(t *testing.T) {
 			if w.recs[rev] != r {
 				t.Errorf("watcher %d decoded version %d again", i+1, rev)
 			}
+		}
+	}
+	// Changing a record never changes the versions watchers hold: each
+	// still says what it said when stored.
+	revs := slices.Sorted(maps.Keys(watchers[0].recs))
+	for i, rev := range revs {
+		if got := watchers[0].recs[rev].Status.Message; i >= len(want) || got != want[i] {
+			t.Errorf("version %d (the %d. stored) now holds message %q; stored as %q", rev, i+1, got, want[min(i, len(want)-1)])
 		}
 	}
 }

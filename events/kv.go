@@ -211,6 +211,28 @@ func getRecord(ctx context.Context, kv jetstream.KeyValue, id string) (*job.Reco
 	return r, e.Revision(), nil
 }
 
+// getToChange is Get for a caller that changes the record: a copy of the
+// version the watchers decoded, when they have it (a record is mostly
+// changed just after a watcher saw its last version), which costs a
+// fraction of decoding it again.
+func (s *JobStore) getToChange(ctx context.Context, id string) (*job.Record, uint64, error) {
+	if !job.ValidID(id) {
+		return nil, 0, fmt.Errorf("%w: %q is not a job ID", ErrNotFound, id)
+	}
+	e, err := s.kv.Get(ctx, id)
+	if err != nil {
+		return nil, 0, mapKVError(err)
+	}
+	if r := s.seen.version(e.Revision()); r != nil && r.ID == id {
+		return r.Clone(), e.Revision(), nil
+	}
+	r, err := DecodeRecord(e.Value())
+	if err != nil {
+		return nil, 0, fmt.Errorf("job %s: %w", id, err)
+	}
+	return r, e.Revision(), nil
+}
+
 // purge removes a record and its older revisions.
 func (s *JobStore) purge(ctx context.Context, id string) error {
 	err := s.kv.Purge(ctx, id)
@@ -261,7 +283,7 @@ var ErrNoChange = errors.New("no change")
 // record is returned unwritten; any other error aborts.
 func (s *JobStore) Modify(ctx context.Context, id string, fn func(r *job.Record) error) (*job.Record, uint64, error) {
 	for attempt := 0; ; attempt++ {
-		r, rev, err := s.Get(ctx, id)
+		r, rev, err := s.getToChange(ctx, id)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -328,6 +350,14 @@ type decodedVersions struct {
 // decodedKept bounds the versions kept: watchers that keep up with the
 // bucket are within a few thousand versions of each other.
 const decodedKept = 4096
+
+// version is the record of version rev if a watcher decoded it (shared:
+// not to be changed), else nil.
+func (d *decodedVersions) version(rev uint64) *job.Record {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.recs[rev]
+}
 
 // watched decodes the record of version rev, or returns the one another
 // watcher decoded.
