@@ -91,6 +91,18 @@ func (o Offer) ID() string {
 	return OfferID(o.Provider, o.Region, o.Zone, o.InstanceType, o.Purchase)
 }
 
+// IsID reports whether id is o's ID (o.ID() == id) without building it:
+// books look offers up by ID many times a second.
+func (o *Offer) IsID(id string) bool {
+	for _, part := range [...]string{o.Provider, o.Region, o.Zone, o.InstanceType} {
+		if len(id) <= len(part) || id[:len(part)] != part || id[len(part)] != '/' {
+			return false
+		}
+		id = id[len(part)+1:]
+	}
+	return id == string(o.Purchase)
+}
+
 // OfferID builds an offer key from its parts.
 func OfferID(provider, region, zone, instanceType string, p PurchaseOption) string {
 	return provider + "/" + region + "/" + zone + "/" + instanceType + "/" + string(p)

@@ -79,8 +79,9 @@ func (b *book) lookup(provider, region, id string) (providers.Offer, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if r := b.regions[regionKey{provider, region}]; r != nil {
-		for _, o := range r.offers {
-			if o.ID() == id {
+		for i := range r.offers {
+			if r.offers[i].IsID(id) {
+				o := r.offers[i]
 				if o.Available > 0 {
 					o.Available = max(0, o.Available-b.taken[id])
 				}
@@ -273,7 +274,7 @@ func (b *book) take(o providers.Offer, n int, key string) {
 	}
 	id := o.ID()
 	for i := range r.offers {
-		if r.offers[i].ID() == id && r.offers[i].Available >= 0 {
+		if r.offers[i].IsID(id) && r.offers[i].Available >= 0 {
 			// Less capacity never makes a pending job placeable, so the
 			// version (which makes pending jobs be looked at again) stays.
 			b.taken[id] = min(b.taken[id]+n, r.offers[i].Available)
@@ -300,15 +301,15 @@ func (b *book) launched(key string, bought bool) {
 	}
 	for k, r := range b.regions {
 		for i := range r.offers {
-			if r.offers[i].ID() != t.offer || r.offers[i].Available < 0 {
+			if !r.offers[i].IsID(t.offer) || r.offers[i].Available < 0 {
 				continue
 			}
 			// No more than the feed's count less what other launches
 			// under way took.
 			now := r.offers[i].Available - b.taken[t.offer]
 			ceiling := now + t.n
-			for _, f := range r.fed {
-				if f.ID() == t.offer && f.Available >= 0 {
+			for j := range r.fed {
+				if f := &r.fed[j]; f.IsID(t.offer) && f.Available >= 0 {
 					ceiling = min(ceiling, max(0, f.Available-b.launchingBy[t.offer]))
 				}
 			}
