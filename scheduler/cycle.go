@@ -35,7 +35,7 @@ func (s *Scheduler) cycle(ctx context.Context) {
 		e := qj.e
 		return e != nil && e.queued == qj && !e.inflight && e.seen != version
 	}
-	var batch []*QueuedJob
+	batch := s.cycleJobs[:0]
 	if version == s.lookedAt {
 		// Every other queued job was found to fit nowhere in this very
 		// book: only the fresh ones, in queue order.
@@ -47,7 +47,9 @@ func (s *Scheduler) cycle(ctx context.Context) {
 		slices.SortFunc(batch, queueLess)
 		batch = slices.Compact(batch)
 	} else {
-		batch = make([]*QueuedJob, 0, s.q.len()) // one allocation, not a trail of copies
+		if cap(batch) < s.q.len() {
+			batch = make([]*QueuedJob, 0, s.q.len()) // one allocation, not a trail of copies
+		}
 		for _, qj := range s.q.jobs {
 			if needsLook(qj) {
 				batch = append(batch, qj)
@@ -66,7 +68,7 @@ func (s *Scheduler) cycle(ctx context.Context) {
 	teams := s.teamStates(now)
 	snap := Snapshot{Now: now, Jobs: batch, Offers: bv.offers, Unavailable: bv.unavailable, Throughput: s.tp,
 		Geography: s.o.Geography, Rates: bv.rates, Policy: s.o.Policy, Zones: s.zones.stats, PolicyStep: s.o.PolicyInterval, base: bv.base, taken: bv.taken,
-		Teams: teams}
+		Teams: teams, pending: s.cyclePending}
 
 	// 2. Decide.
 	var moving []move
@@ -142,6 +144,11 @@ func (s *Scheduler) cycle(ctx context.Context) {
 		s.spawn(func() { s.recordPending(ctx, changed) })
 	}
 	s.log.Debug("cycle", zap.Int("jobs", len(batch)), zap.Int("placed", len(plan.Placements)), zap.Int("pending", len(plan.Pending)), zap.Duration("took", time.Since(start)))
+	// The next cycle lists its jobs and their verdicts in the same arrays
+	// (with 10,000 queued a cycle over all of them needs most of a MB).
+	clear(batch)
+	clear(plan.Pending)
+	s.cycleJobs, s.cyclePending = batch[:0], plan.Pending[:0]
 }
 
 // place records one placement (the attempt and its launch key, before

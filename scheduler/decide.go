@@ -46,6 +46,9 @@ type Snapshot struct {
 	// taken, when set, are counts launches took off Offers since their
 	// feed (by offer ID): an offer's count is its Available less these.
 	taken map[string]int
+	// pending, when set, is an array the plan's Pending may be laid in
+	// (the scheduler's cycle hands the one of the cycle before).
+	pending []Pending
 }
 
 // offerBase returns the snapshot's compiled base, compiling it if it has
@@ -145,7 +148,10 @@ func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 		// Sized once: a backlog that fits nowhere is all pending, and
 		// growing the slice job by job would leave copies of it behind
 		// (tens of MB with 100,000 queued) at every cycle.
-		plan.Pending = make([]Pending, 0, len(s.Jobs))
+		plan.Pending = s.pending[:0]
+		if cap(plan.Pending) < len(s.Jobs) {
+			plan.Pending = make([]Pending, 0, len(s.Jobs))
+		}
 	}
 	var moves []MoveOption
 	teams := teamBook(s.Teams)
