@@ -200,3 +200,42 @@ func TestBookKeepsWhatLaunchesUnderWayTook(t *testing.T) {
 		t.Fatalf("launches left under way: %v %v", b.launching, b.launchingBy)
 	}
 }
+
+// Launches that took all of a zone's spot capacity leave the zone down for
+// the deadline policy's watch until the feed says otherwise; a zone they
+// took part of stays up.
+func TestZonesLaunchesEmptiedAreDown(t *testing.T) {
+	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	spot := func(zone string, n int) providers.Offer {
+		return providers.Offer{Provider: "aws", Region: "us-east-1", Zone: zone, InstanceType: "g5.xlarge", GPU: "A10G", GPUs: 1,
+			Purchase: providers.Spot, Price: 400_000, OnDemandPrice: 1_000_000, Available: n}
+	}
+	a, bz := spot("us-east-1a", 2), spot("us-east-1b", 3)
+	b := newBook()
+	b.replace("aws", "us-east-1", []providers.Offer{a, bz})
+	up := func() map[string]bool {
+		bv := b.snapshot(now)
+		got := map[string]bool{}
+		for z, in := range bv.base.zonesUp(nil, bv.offers, bv.unavailable, bv.taken, now) {
+			if k := bv.base.zones[z]; k.Zone != "*" {
+				got[k.Zone] = in
+			}
+		}
+		co := compileOffers(bv.offers, bv.base, bv.unavailable, bv.taken, now)
+		defer co.release()
+		for _, c := range co.all {
+			if c.offer.Available-c.available != bv.taken[c.id] {
+				t.Errorf("%s: compiled %d available of %d, %d taken", c.id, c.available, c.offer.Available, bv.taken[c.id])
+			}
+		}
+		return got
+	}
+	if got := up(); !got["us-east-1a"] || !got["us-east-1b"] {
+		t.Fatalf("before any launch: %v, want both up", got)
+	}
+	b.take(a, 2, "k1")
+	b.take(bz, 1, "k2")
+	if got := up(); got["us-east-1a"] || !got["us-east-1b"] {
+		t.Fatalf("after launches took all of 1a and part of 1b: %v, want 1a down, 1b up", got)
+	}
+}

@@ -278,13 +278,23 @@ func compileOffers(offers []providers.Offer, base *offerBase, unavailable map[st
 		avail := o.Available
 		if o.Capacity == providers.CapacityNone {
 			avail = 0
-		} else if n := taken[ix.ids[i]]; n > 0 && avail > 0 {
-			avail = max(0, avail-n)
 		}
 		co.all[i] = compiledOffer{
 			offer: o, id: ix.ids[i], keys: ix.keys[i], gpu: int(p.gpu), region: int(p.region), purchase: purchaseBit(o.Purchase),
 			price: o.Price, startup: o.LaunchLatency, notice: o.Notice(), available: avail,
 			blocked: blocked != nil && blocked[i], rate: p.rate,
+		}
+	}
+	// Launches took from a few offers: find those by ID (the first of an
+	// offer's scope keys) rather than look every offer up.
+	for id, n := range taken {
+		if n <= 0 {
+			continue
+		}
+		for _, i := range ix.byKey[id] {
+			if c := &co.all[i]; c.available > 0 {
+				c.available = max(0, c.available-n)
+			}
 		}
 	}
 	ptrs := co.ptrs

@@ -169,15 +169,23 @@ func (b *offerBase) zonesUp(up []bool, offers []providers.Offer, unavailable map
 	blocked := b.ix.blocked(unavailable, now)
 	up = resize(up, len(b.zones))
 	clear(up)
+	var gone map[int32]bool // offers launches took all of
+	for id, n := range taken {
+		for _, i := range b.ix.byKey[id] {
+			if a := offers[i].Available; a > 0 && n >= a {
+				if gone == nil {
+					gone = map[int32]bool{}
+				}
+				gone[i] = true
+			}
+		}
+	}
 	for i := range offers {
 		p := &b.per[i]
-		if p.zone < 0 || (blocked != nil && blocked[i]) {
+		if p.zone < 0 || (blocked != nil && blocked[i]) || gone[int32(i)] {
 			continue
 		}
 		o := &offers[i]
-		if o.Available > 0 && taken[b.ix.ids[i]] >= o.Available {
-			continue // launches took what there was
-		}
 		if o.Available != 0 && o.Capacity != providers.CapacityNone {
 			up[p.zone], up[p.anyZone] = true, true
 		}
