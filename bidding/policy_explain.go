@@ -2,16 +2,16 @@ package bidding
 
 import (
 	"fmt"
-	"math"
 	"strings"
 )
 
 // Explain is what Spotwise sees when it decides in s, for diagnosis: the
 // slack and the work left, the slack the rest of the job is expected to
 // burn (need), the age of the home zones' outage and how much longer it
-// is expected to last, the outages its statistics hold, the slack waiting
-// out every outage of the plan would burn (plan need), the home zones
-// and the zones with capacity (by index). Hours throughout.
+// is expected to last, the outages its statistics hold, the slack the
+// plan is expected to burn when its outages are bridged from the age of
+// its current one (plan need: on-demand waits while it fits), the home
+// zones and the zones with capacity (by index). Hours throughout.
 func (Spotwise) Explain(s PolicyState) string {
 	o := newOutlook(s)
 	p := o.planned(s)
@@ -25,6 +25,6 @@ func (Spotwise) Explain(s PolicyState) string {
 		}
 	}
 	return fmt.Sprintf("slack %.2fh work %.1fh need %.2fh outage %.2fh (%.2fh left) outages seen %.0f plan need %.2fh home [%s] available [%s]",
-		o.s/3600, o.r/3600, o.need(s, o.age)/3600, o.age/3600, o.outageLeft()/3600, o.down.total(), p.need(s, math.Inf(1))/3600,
+		o.s/3600, o.r/3600, o.need(s, o.age)/3600, o.age/3600, o.outageLeft()/3600, o.down.total(), p.need(s, p.age)/3600,
 		strings.Join(home, " "), strings.Join(avail, " "))
 }

@@ -34,12 +34,16 @@ import "math"
 //     progress over what is left of the outage: on-demand in some zone,
 //     or spot outside the home zones, with the checkpoint's move there
 //     and, out of the home regions, back. When that is on-demand, the
-//     job takes it only if the slack left (less the two changeovers)
-//     could not wait out every outage ahead of the plan either: the
-//     zones whose spot costs less than on-demand taken together, each
-//     outage of the home zones they fill costing a move out and back
-//     (planned, short). While it could, it waits: spot elsewhere will
-//     soon fill the home zones' outage, which costs money, not slack.
+//     job takes it only if the plan's outage has lasted long enough to
+//     be worth bridging by the same rule: the zones whose spot costs
+//     less than on-demand taken together, waited through up to the age
+//     of their own outage (0 while one of them has capacity) and bridged
+//     after, each outage of the home zones they fill costing a move out
+//     and back (planned, behind). While the slack covers that, it waits:
+//     spot elsewhere will soon fill the home zones' outage, which costs
+//     money, not slack. (Judging the plan by waiting out every outage
+//     ahead, as if it were never bridged, paid on-demand for outages of
+//     the plan a tick old whenever that burn came near the slack.)
 //   - On on-demand: stay while no zone has capacity. Return to spot once
 //     its run has lasted a hysteresis h (a return that is preempted at
 //     once wastes two changeovers, which matters as much as the slack
@@ -112,7 +116,7 @@ func (Spotwise) Decide(s PolicyState) Choice {
 		// On-demand only when the slack cannot wait out the outages of
 		// every zone the job would rather run on: a home zone's outage
 		// that cheaper spot elsewhere fills costs money, not slack.
-		if c := o.bridgeWith(s); c.Kind != RunOnDemand || o.planned(s).short(s) {
+		if c := o.bridgeWith(s); c.Kind != RunOnDemand || o.planned(s).behind(s) {
 			return s.Guard(c)
 		}
 	}
@@ -359,11 +363,12 @@ func (o outlook) planned(s PolicyState) outlook {
 	return p
 }
 
-// short reports whether the slack left, less the safety net's
-// changeovers, falls short of what waiting out every outage ahead is
-// expected to burn (need with no bridge at all).
-func (o outlook) short(s PolicyState) bool {
-	need := o.need(s, math.Inf(1))
+// behind reports whether the slack left, less the safety net's
+// changeovers, falls short of what the rest of the job is expected to
+// burn when every outage ahead is waited through up to the age of this
+// one and bridged after (need at o.age).
+func (o outlook) behind(s PolicyState) bool {
+	need := o.need(s, o.age)
 	return math.IsNaN(need) || need+reserveChangeovers*o.d > o.s
 }
 
@@ -410,8 +415,7 @@ func (o outlook) bridge(s PolicyState) bool {
 	if t := o.down.tail(o.age); t > 0 && o.down.tail(o.age+o.d)/t < bridgeOdds {
 		return false
 	}
-	need := o.need(s, o.age)
-	return math.IsNaN(need) || need+reserveChangeovers*o.d > o.s
+	return o.behind(s)
 }
 
 // returnWait is how long a zone's run must have lasted before the job

@@ -339,3 +339,66 @@ func TestSpotwiseOnDemandToTheEndWhereItCostsLeast(t *testing.T) {
 		})
 	}
 }
+
+// On-demand waits until the outage of every zone cheaper than it has
+// lasted long enough to be worth bridging, by the rule the home zones'
+// outages follow. Here those zones together run out for 20 minutes
+// between most runs and, twice, for 10 hours: waiting out every outage
+// of theirs ahead would take more than the slack, but bridging the ones
+// that outlast 20 minutes would not. Both have been out for 20 minutes
+// (the home zone for longer): most such outages are over by now.
+func TestSpotwiseBridgesWithOnDemandOnceThePlansOutageIsOldEnough(t *testing.T) {
+	var pattern []string // 20-minute steps: home zone, other zone, union
+	rep := func(n int, p string) {
+		for range n {
+			pattern = append(pattern, p)
+		}
+	}
+	for i := range 12 {
+		rep(18, "111")
+		if i%6 == 5 {
+			rep(30, "000")
+		} else {
+			rep(1, "000")
+		}
+		rep(17, "011")
+	}
+	rep(18, "111")
+	rep(3, "011")
+	rep(1, "000")
+	seen := watch(20*time.Minute, pattern...)
+	market := func(left time.Duration) PolicyState {
+		m := newMarket(h(10), left, h(40)).
+			zone("us-east-1", "0.95", false, seen[0]).
+			zone("us-east-2", "1.30", false, seen[1]).
+			move("1")
+		m.s.Checkpoint = "us-east-1"
+		return m.union(seen[2])
+	}
+	tests := []struct {
+		name string
+		s    PolicyState
+		want Choice
+	}{
+		{
+			name: "slack to bridge only the plan's outages older than this one: wait",
+			s:    market(h(45)),
+			want: ChooseIdle,
+		},
+		{
+			name: "slack short even so: on-demand",
+			s:    market(h(41.5)),
+			want: OnDemandIn(0),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if home := homeZones(tt.s); !home[0] || home[1] {
+				t.Fatalf("home zones %v, want only the cheaper zone", home)
+			}
+			if got := (Spotwise{}).Decide(tt.s); got != tt.want {
+				t.Errorf("Decide = %v, want %v (%s)", got, tt.want, Spotwise{}.Explain(tt.s))
+			}
+		})
+	}
+}
