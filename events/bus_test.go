@@ -284,3 +284,59 @@ func TestWatchersShareEachDecodedVersion(t *testing.T) {
 		}
 	}
 }
+
+// A change starts from the newest version the watchers saw; when that is
+// not the newest stored (here the watch has stopped, and the store has
+// moved on), the change is made on the newest all the same, whether the
+// old version would have been written or left alone.
+func TestModifyFromAnOlderWatchedVersionChangesTheNewest(t *testing.T) {
+	ctx := context.Background()
+	b := eventstest.NewBus(t, nil)
+	s := b.Jobs()
+	r := newRecord(time.Now())
+	rev, err := s.Create(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan uint64, 16)
+	stop, err := s.Watch(ctx, func(c events.JobChange) { seen <- c.Revision }, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := <-seen; got != rev {
+		t.Fatalf("watch saw revision %d, want %d", got, rev)
+	}
+	stop() // from here on the watchers' newest version is the first
+	appendMsg := func(s string) func(*job.Record) error {
+		return func(x *job.Record) error { x.Status.Message += s; return nil }
+	}
+	for _, part := range []string{"a", "b"} {
+		if _, _, err := s.Modify(ctx, r.ID, appendMsg(part)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Left alone while the message is empty, as it is in the version the
+	// watchers saw but not in the newest.
+	got, _, err := s.Modify(ctx, r.ID, func(x *job.Record) error {
+		if x.Status.Message == "" {
+			return events.ErrNoChange
+		}
+		x.Status.Message += "c"
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, _, err := s.Get(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Message != "abc" || stored.Status.Message != "abc" {
+		t.Fatalf("after three changes the record says %q (stored %q), want %q", got.Status.Message, stored.Status.Message, "abc")
+	}
+	// The newest version answers no change: the answer stands.
+	again, rev2, err := s.Modify(ctx, r.ID, func(*job.Record) error { return events.ErrNoChange })
+	if err != nil || again.Status.Message != "abc" {
+		t.Fatalf("no change: %q at %d, %v", again.Status.Message, rev2, err)
+	}
+}
