@@ -281,31 +281,7 @@ var ErrNoChange = errors.New("no change")
 // Modify reads a record, applies fn to a copy and writes it back with a
 // revision check, retrying on conflicts. If fn returns ErrNoChange the
 // record is returned unwritten; any other error aborts.
-//
-// The first try starts from the newest version the store's watchers have
-// seen, without reading it from the bucket: the write's revision check
-// says whether it was the newest stored, and when fn writes nothing (an
-// error, ErrNoChange) the bucket's revision is asked for. A version that
-// was not the newest is decided on again from the bucket, so no outcome
-// rests on an older one.
 func (s *JobStore) Modify(ctx context.Context, id string, fn func(r *job.Record) error) (*job.Record, uint64, error) {
-	if seen, rev := s.seen.latest(id); seen != nil {
-		r := seen.Clone()
-		if err := fn(r); err == nil {
-			nrev, err := s.Update(ctx, r, rev)
-			switch {
-			case err == nil:
-				return r, nrev, nil
-			case !errors.Is(err, ErrConflict):
-				return nil, 0, err
-			}
-		} else if e, gerr := s.kv.Get(ctx, id); gerr == nil && e.Revision() == rev {
-			if errors.Is(err, ErrNoChange) {
-				return r, rev, nil
-			}
-			return nil, 0, err
-		}
-	}
 	for attempt := 0; ; attempt++ {
 		r, rev, err := s.getToChange(ctx, id)
 		if err != nil {
@@ -343,11 +319,10 @@ type JobChange struct {
 func (s *JobStore) Watch(ctx context.Context, fn func(JobChange), ready func()) (stop func(), err error) {
 	return (&KV{kv: s.kv}).Watch(ctx, func(e Entry) {
 		if e.Value == nil {
-			s.seen.deleted(e.Key, e.Revision)
 			fn(JobChange{ID: e.Key, Revision: e.Revision})
 			return
 		}
-		r, err := s.watched(e.Key, e.Revision, e.Value)
+		r, err := s.watched(e.Revision, e.Value)
 		if err != nil {
 			s.log.Warn("skipping garbled job record", zap.String("job", e.Key), zap.Error(err))
 			return
@@ -369,38 +344,12 @@ type decodedVersions struct {
 	mu   sync.Mutex
 	recs map[uint64]*job.Record
 	ring [decodedKept]uint64 // revisions in recs, oldest at next
-	keys [decodedKept]string // their keys
 	next int
-	// newest is, by key, the newest revision in recs, unless a watcher
-	// has seen the key deleted since.
-	newest map[string]uint64
 }
 
 // decodedKept bounds the versions kept: watchers that keep up with the
 // bucket are within a few thousand versions of each other.
 const decodedKept = 4096
-
-// latest is the newest version of the record of key a watcher decoded
-// (shared: not to be changed) and its revision, or nil. It may be older
-// than the bucket's: a writer checks the revision.
-func (d *decodedVersions) latest(key string) (*job.Record, uint64) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	rev := d.newest[key]
-	if rev == 0 {
-		return nil, 0
-	}
-	return d.recs[rev], rev
-}
-
-// deleted notes that a watcher saw key deleted at revision rev.
-func (d *decodedVersions) deleted(key string, rev uint64) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.newest[key] < rev {
-		delete(d.newest, key)
-	}
-}
 
 // version is the record of version rev if a watcher decoded it (shared:
 // not to be changed), else nil.
@@ -412,7 +361,7 @@ func (d *decodedVersions) version(rev uint64) *job.Record {
 
 // watched decodes the record of version rev, or returns the one another
 // watcher decoded.
-func (s *JobStore) watched(key string, rev uint64, b []byte) (*job.Record, error) {
+func (s *JobStore) watched(rev uint64, b []byte) (*job.Record, error) {
 	d := &s.seen
 	d.mu.Lock()
 	r, ok := d.recs[rev]
@@ -431,20 +380,13 @@ func (s *JobStore) watched(key string, rev uint64, b []byte) (*job.Record, error
 	}
 	if d.recs == nil {
 		d.recs = make(map[uint64]*job.Record, decodedKept)
-		d.newest = make(map[string]uint64, decodedKept)
 	}
 	if old := d.ring[d.next]; old != 0 {
 		delete(d.recs, old)
-		if k := d.keys[d.next]; d.newest[k] == old {
-			delete(d.newest, k)
-		}
 	}
-	d.ring[d.next], d.keys[d.next] = rev, key
+	d.ring[d.next] = rev
 	d.next = (d.next + 1) % decodedKept
 	d.recs[rev] = r
-	if r.ID == key && rev > d.newest[key] {
-		d.newest[key] = rev
-	}
 	return r, nil
 }
 
@@ -466,7 +408,7 @@ func (s *JobStore) WatchFrom(ctx context.Context, from uint64, fn func(JobChange
 		}
 		ch := JobChange{ID: e.Key(), Revision: e.Revision()}
 		if e.Operation() == jetstream.KeyValuePut {
-			r, err := s.watched(e.Key(), e.Revision(), e.Value())
+			r, err := s.watched(e.Revision(), e.Value())
 			if err != nil {
 				s.log.Warn("skipping garbled job record", zap.String("job", e.Key()), zap.Error(err))
 				return
