@@ -265,20 +265,8 @@ func TestSpotwiseBridgesWithOnDemandOnlyWhenNoSpotWillDo(t *testing.T) {
 		pattern = append(pattern, "111")
 	}
 	pattern = append(pattern, "011", "011", "000")
-	seen := watch(20*time.Minute, pattern...)
-	market := func(left time.Duration) PolicyState {
-		m := newMarket(h(10), left, h(40)).
-			zone("us-east-1", "0.95", false, seen[0]).
-			zone("us-east-2", "1.30", false, seen[1]).
-			move("1")
-		m.s.Checkpoint = "us-east-1"
-		return m.union(seen[2])
-	}
-	tests := []struct {
-		name string
-		s    PolicyState
-		want Choice
-	}{
+	market := cheaperAtHome(watch(20*time.Minute, pattern...))
+	tests := []choiceCase{
 		{
 			// Waiting out the home zone's outages alone would take far
 			// more than the 6 hours of slack, but the other zone is
@@ -293,16 +281,7 @@ func TestSpotwiseBridgesWithOnDemandOnlyWhenNoSpotWillDo(t *testing.T) {
 			want: OnDemandIn(0),
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if home := homeZones(tt.s); !home[0] || home[1] {
-				t.Fatalf("home zones %v, want only the cheaper zone", home)
-			}
-			if got := (Spotwise{}).Decide(tt.s); got != tt.want {
-				t.Errorf("Decide = %v, want %v (%s)", got, tt.want, Spotwise{}.Explain(tt.s))
-			}
-		})
-	}
+	decideAtCheaperHome(t, tests)
 }
 
 // A job whose slack can no longer pay the two changeovers of a return to
@@ -366,20 +345,8 @@ func TestSpotwiseBridgesWithOnDemandOnceThePlansOutageIsOldEnough(t *testing.T) 
 	rep(18, "111")
 	rep(3, "011")
 	rep(1, "000")
-	seen := watch(20*time.Minute, pattern...)
-	market := func(left time.Duration) PolicyState {
-		m := newMarket(h(10), left, h(40)).
-			zone("us-east-1", "0.95", false, seen[0]).
-			zone("us-east-2", "1.30", false, seen[1]).
-			move("1")
-		m.s.Checkpoint = "us-east-1"
-		return m.union(seen[2])
-	}
-	tests := []struct {
-		name string
-		s    PolicyState
-		want Choice
-	}{
+	market := cheaperAtHome(watch(20*time.Minute, pattern...))
+	tests := []choiceCase{
 		{
 			name: "slack to bridge only the plan's outages older than this one: wait",
 			s:    market(h(45)),
@@ -391,6 +358,35 @@ func TestSpotwiseBridgesWithOnDemandOnceThePlansOutageIsOldEnough(t *testing.T) 
 			want: OnDemandIn(0),
 		},
 	}
+	decideAtCheaperHome(t, tests)
+}
+
+// cheaperAtHome is a market of two zones over seen (the zones' watches and
+// the union's), 10 hours in with 40 of work left: us-east-1, where the
+// checkpoint is, at $0.95 (the home zone), and us-east-2 at $1.30, a
+// region away; its argument is the time left to the deadline.
+func cheaperAtHome(seen []ZoneStats) func(left time.Duration) PolicyState {
+	return func(left time.Duration) PolicyState {
+		m := newMarket(h(10), left, h(40)).
+			zone("us-east-1", "0.95", false, seen[0]).
+			zone("us-east-2", "1.30", false, seen[1]).
+			move("1")
+		m.s.Checkpoint = "us-east-1"
+		return m.union(seen[2])
+	}
+}
+
+// choiceCase is a policy state and what Spotwise should choose in it.
+type choiceCase struct {
+	name string
+	s    PolicyState
+	want Choice
+}
+
+// decideAtCheaperHome checks cases of a cheaperAtHome market: only the
+// cheaper zone is home, and Spotwise chooses what each wants.
+func decideAtCheaperHome(t *testing.T, tests []choiceCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if home := homeZones(tt.s); !home[0] || home[1] {

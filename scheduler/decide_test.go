@@ -343,12 +343,7 @@ func TestDecideCountsCheckpointTransfer(t *testing.T) {
 }
 
 func TestExplainRanksWhatDecideWouldChoose(t *testing.T) {
-	offers := []providers.Offer{
-		offer("aws", "us-east-1", "p3.16xlarge", "V100", 8, "8.00").get(),
-		offer("aws", "us-east-1", "p4d.24xlarge", "A100-40GB", 8, "12.00").get(),
-		offer("aws", "us-east-1", "g4dn.12xlarge", "T4", 4, "3.91").get(),
-		offer("aws", "us-east-1", "p5.48xlarge", "H100", 8, "98.32").get(),
-	}
+	offers := fourGPUs()
 	q := queued("j-bert", "6h on V100").gpus(8).maxPrice("50.00").get()
 	snap := Snapshot{Now: t0, Jobs: []*QueuedJob{q}, Offers: offers, Throughput: testTP, Geography: geo}
 	got := Explain(snap, q)
@@ -552,12 +547,7 @@ func TestDecideCarriesTheOnDemandBaseline(t *testing.T) {
 // Cycles and explanations reuse the memory of compiled books: many at once,
 // over books of different sizes, each decides what it decides alone.
 func TestCyclesAtOnceDecideAsAlone(t *testing.T) {
-	big := []providers.Offer{
-		offer("aws", "us-east-1", "p3.16xlarge", "V100", 8, "8.00").get(),
-		offer("aws", "us-east-1", "p4d.24xlarge", "A100-40GB", 8, "12.00").get(),
-		offer("aws", "us-east-1", "g4dn.12xlarge", "T4", 4, "3.91").get(),
-		offer("aws", "us-east-1", "p5.48xlarge", "H100", 8, "98.32").get(),
-	}
+	big := fourGPUs()
 	small := []providers.Offer{offer("aws", "us-west-2", "p3.16xlarge", "V100", 8, "7.00").avail(1).get()}
 	snaps := []Snapshot{
 		{Now: t0, Jobs: []*QueuedJob{queued("a", "6h on V100").gpus(8).maxPrice("50.00").get(), queued("b", "1h on V100").gpus(4).get()}, Offers: big, Throughput: testTP, Geography: geo},
@@ -593,5 +583,15 @@ func TestCyclesAtOnceDecideAsAlone(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Error(e)
+	}
+}
+
+// fourGPUs are an offer each of four GPU types, in one region.
+func fourGPUs() []providers.Offer {
+	return []providers.Offer{
+		offer("aws", "us-east-1", "p3.16xlarge", "V100", 8, "8.00").get(),
+		offer("aws", "us-east-1", "p4d.24xlarge", "A100-40GB", 8, "12.00").get(),
+		offer("aws", "us-east-1", "g4dn.12xlarge", "T4", 4, "3.91").get(),
+		offer("aws", "us-east-1", "p5.48xlarge", "H100", 8, "98.32").get(),
 	}
 }
