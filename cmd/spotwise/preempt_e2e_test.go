@@ -186,10 +186,23 @@ checkpoint: {duration: 20s}
 	if done.State != job.Succeeded {
 		t.Fatalf("job ended %s: %s", done.State, done.Message)
 	}
-	logs := p.logText(t)
-	if want := "result " + demo.Result(steps); !strings.Contains(logs, want) {
-		t.Fatalf("the workload did not print the uninterrupted run's result (%s)", want)
+	// What the last attempt printed, as `spotwise logs` shows it: the
+	// agent stores the output before it reports the end. (The agent's
+	// echo into the server's own log is best effort: the instance is
+	// torn down once the end is reported.)
+	page, err := c.Logs(ctx, v.ID, api.LogsQuery{Attempt: done.Attempt})
+	if err != nil {
+		t.Fatal(err)
 	}
+	want := "result " + demo.Result(steps)
+	if !slices.ContainsFunc(page.Lines, func(l api.LogLineView) bool { return l.Stream == "stdout" && l.Text == want }) {
+		var got []string
+		for _, l := range page.Lines {
+			got = append(got, l.Stream+": "+l.Text)
+		}
+		t.Fatalf("attempt %d's output has not the uninterrupted run's result (%s):\n%s", done.Attempt, want, strings.Join(got, "\n"))
+	}
+	logs := p.logText(t)
 	// Agent processes log through the server as "agent" lines.
 	if sub := strings.Contains(logs, `"msg":"agent"`); sub != (agentMode == "subprocess") {
 		t.Fatalf("agent mode %s, but agent process output in the log: %v", agentMode, sub)
