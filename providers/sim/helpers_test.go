@@ -78,20 +78,27 @@ type memStore struct {
 	held int
 }
 
-// holdPuts makes Puts wait until the returned func is called.
-func (s *memStore) holdPuts() (release func()) {
+// holdPuts makes Puts wait until the returned func is called (or the
+// test ends: a test that fails while writes are held lets them go before
+// the cloud's Close waits for them).
+func (s *memStore) holdPuts(t *testing.T) (release func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	gate := make(chan struct{})
 	s.gate = gate
-	return func() {
-		s.mu.Lock()
-		if s.gate == gate {
-			s.gate = nil
-		}
-		s.mu.Unlock()
-		close(gate)
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			s.mu.Lock()
+			if s.gate == gate {
+				s.gate = nil
+			}
+			s.mu.Unlock()
+			close(gate)
+		})
 	}
+	t.Cleanup(release)
+	return release
 }
 
 // heldPuts is how many Puts wait for the gate.
