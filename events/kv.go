@@ -193,33 +193,16 @@ func (s *JobStore) Create(ctx context.Context, r *job.Record) (uint64, error) {
 
 // Get reads a record and its revision; ErrNotFound if there is none.
 func (s *JobStore) Get(ctx context.Context, id string) (*job.Record, uint64, error) {
-	return getRecord(ctx, s.kv, id)
+	return s.getRecord(ctx, s.kv, id)
 }
 
-func getRecord(ctx context.Context, kv jetstream.KeyValue, id string) (*job.Record, uint64, error) {
+// getRecord reads a record through kv: a copy of the version this process
+// decoded or wrote, when it has it, else decoded (and kept).
+func (s *JobStore) getRecord(ctx context.Context, kv jetstream.KeyValue, id string) (*job.Record, uint64, error) {
 	if !job.ValidID(id) {
 		return nil, 0, fmt.Errorf("%w: %q is not a job ID", ErrNotFound, id)
 	}
 	e, err := kv.Get(ctx, id)
-	if err != nil {
-		return nil, 0, mapKVError(err)
-	}
-	r, err := DecodeRecord(e.Value())
-	if err != nil {
-		return nil, 0, fmt.Errorf("job %s: %w", id, err)
-	}
-	return r, e.Revision(), nil
-}
-
-// getToChange is Get for a caller that changes the record: a copy of the
-// version the watchers decoded, when they have it (a record is mostly
-// changed just after a watcher saw its last version), which costs a
-// fraction of decoding it again.
-func (s *JobStore) getToChange(ctx context.Context, id string) (*job.Record, uint64, error) {
-	if !job.ValidID(id) {
-		return nil, 0, fmt.Errorf("%w: %q is not a job ID", ErrNotFound, id)
-	}
-	e, err := s.kv.Get(ctx, id)
 	if err != nil {
 		return nil, 0, mapKVError(err)
 	}
@@ -230,7 +213,9 @@ func (s *JobStore) getToChange(ctx context.Context, id string) (*job.Record, uin
 	if err != nil {
 		return nil, 0, fmt.Errorf("job %s: %w", id, err)
 	}
-	return r, e.Revision(), nil
+	// Kept for the next read of this version: a reader that goes on to
+	// change the record (reconciliation) reads it again in Modify.
+	return s.seen.keep(e.Revision(), r).Clone(), e.Revision(), nil
 }
 
 // purge removes a record and its older revisions.
@@ -250,7 +235,7 @@ func (s *JobStore) Read(ctx context.Context, id string) (*job.Record, uint64, er
 		return s.Get(ctx, id)
 	}
 	kv := s.reads[s.readNext.Add(1)%uint64(len(s.reads))]
-	return getRecord(ctx, kv, id)
+	return s.getRecord(ctx, kv, id)
 }
 
 // DecodeRecord reads a stored record, refusing one that is garbled.
@@ -267,12 +252,17 @@ func DecodeRecord(b []byte) (*job.Record, error) {
 
 // Update writes r if the stored revision is still rev; ErrConflict if not.
 func (s *JobStore) Update(ctx context.Context, r *job.Record, rev uint64) (uint64, error) {
+	nrev, _, err := s.update(ctx, r, rev)
+	return nrev, err
+}
+
+func (s *JobStore) update(ctx context.Context, r *job.Record, rev uint64) (uint64, []byte, error) {
 	b, err := json.Marshal(r)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	nrev, err := s.kv.Update(ctx, r.ID, b, rev)
-	return nrev, mapKVError(err)
+	return nrev, b, mapKVError(err)
 }
 
 // ErrNoChange, returned by a Modify function, skips the write.
@@ -283,7 +273,7 @@ var ErrNoChange = errors.New("no change")
 // record is returned unwritten; any other error aborts.
 func (s *JobStore) Modify(ctx context.Context, id string, fn func(r *job.Record) error) (*job.Record, uint64, error) {
 	for attempt := 0; ; attempt++ {
-		r, rev, err := s.getToChange(ctx, id)
+		r, rev, err := s.Get(ctx, id)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -293,8 +283,17 @@ func (s *JobStore) Modify(ctx context.Context, id string, fn func(r *job.Record)
 			}
 			return nil, 0, err
 		}
-		nrev, err := s.Update(ctx, r, rev)
+		nrev, b, err := s.update(ctx, r, rev)
 		if err == nil {
+			// The version written is kept as decoding it would give (its
+			// spec is the one read, which was decoded): the watchers of
+			// this process, and the next change, take it from here.
+			if c, ok := storedForm(r); ok {
+				if checkStoredForms {
+					checkStoredForm(c, b)
+				}
+				s.seen.keep(nrev, c)
+			}
 			return r, nrev, nil
 		}
 		if !errors.Is(err, ErrConflict) || attempt >= 20 {
@@ -337,9 +336,10 @@ func (s *JobStore) Keys(ctx context.Context) ([]string, error) {
 }
 
 // decodedVersions keeps the last versions of records decoded for watchers
-// (by bucket revision, which names one version): the scheduler, the API's
-// index and the ledger watch the same bucket in one process, and each
-// version is decoded once for all of them rather than once each.
+// or written by Modify (by bucket revision, which names one version): the
+// scheduler, the API's index and the ledger watch the same bucket in one
+// process, and each version is decoded once for all of them rather than
+// once each, and not at all when this process wrote it.
 type decodedVersions struct {
 	mu   sync.Mutex
 	recs map[uint64]*job.Record
@@ -373,10 +373,16 @@ func (s *JobStore) watched(rev uint64, b []byte) (*job.Record, error) {
 	if err != nil {
 		return nil, err
 	}
+	return d.keep(rev, r), nil
+}
+
+// keep keeps r as the record of version rev, unless one is kept already,
+// and returns the one kept. r is shared from then on: not to be changed.
+func (d *decodedVersions) keep(rev uint64, r *job.Record) *job.Record {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if had, ok := d.recs[rev]; ok {
-		return had, nil
+		return had
 	}
 	if d.recs == nil {
 		d.recs = make(map[uint64]*job.Record, decodedKept)
@@ -387,7 +393,7 @@ func (s *JobStore) watched(rev uint64, b []byte) (*job.Record, error) {
 	d.ring[d.next] = rev
 	d.next = (d.next + 1) % decodedKept
 	d.recs[rev] = r
-	return r, nil
+	return r
 }
 
 // WatchFrom calls fn with every version of every job record stored from
