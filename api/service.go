@@ -142,15 +142,20 @@ func (s *Service) submit(ctx context.Context, body []byte, idempotencyKey, via s
 	// means a listing right after the submission shows the job.
 	s.ix.apply(events.JobChange{ID: id, Revision: rev, Record: rec})
 	s.log.Info("job submitted", zap.String("job", id), zap.String("name", spec.Name), zap.String("team", spec.Team), zap.String("via", via), zap.String("by", p.Subject))
-	if err := s.bus.Publish(ctx, events.SubjectJobSubmitted, &events.JobSubmitted{JobID: id, Name: spec.Name, Team: spec.Team, Priority: spec.Prio(), SubmittedAt: now, Via: via}); err != nil {
-		s.log.Warn("announcing submission (the scheduler still sees the job)", zap.String("job", id), zap.Error(err))
-	}
 	msg := "queued via " + via + " by " + p.Subject
 	if !deadline.IsZero() {
 		msg += ", deadline " + deadline.UTC().Format(time.RFC3339)
 	}
-	if err := s.bus.Publish(ctx, events.JobEventsSubject(id), &events.JobEvent{JobID: id, Kind: events.KindQueued, State: job.Queued, Message: msg}); err != nil {
-		s.log.Warn("recording submission in history", zap.String("job", id), zap.Error(err))
+	// The announcement and the history's first entry are both stored
+	// before the answer, in one round trip.
+	errs := s.bus.PublishTogether(ctx,
+		events.Outgoing{Subject: events.SubjectJobSubmitted, Payload: &events.JobSubmitted{JobID: id, Name: spec.Name, Team: spec.Team, Priority: spec.Prio(), SubmittedAt: now, Via: via}},
+		events.Outgoing{Subject: events.JobEventsSubject(id), Payload: &events.JobEvent{JobID: id, Kind: events.KindQueued, State: job.Queued, Message: msg}})
+	if errs[0] != nil {
+		s.log.Warn("announcing submission (the scheduler still sees the job)", zap.String("job", id), zap.Error(errs[0]))
+	}
+	if errs[1] != nil {
+		s.log.Warn("recording submission in history", zap.String("job", id), zap.Error(errs[1]))
 	}
 	v := viewOf(rec, now, nil, nil)
 	v.Events = []EventView{{Time: now, Kind: events.KindQueued, State: job.Queued, Message: msg}}

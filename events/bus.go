@@ -6,6 +6,7 @@ import (
 	"fmt"
 	neturl "net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -165,6 +166,11 @@ type Bus struct {
 	closing chan struct{}
 	async   sync.WaitGroup
 	unacked atomic.Int64
+	// dial makes another connection like nc (Fork).
+	dial func(name string) (*nats.Conn, error)
+	// root is the bus a fork was made from: what the fork reads and
+	// drops is listed and counted there.
+	root *Bus
 }
 
 // DropKey names a count of dropped messages: by which consumer (or
@@ -173,6 +179,7 @@ type DropKey struct{ Consumer, Reason string }
 
 // drop counts a message a consumer ended for good.
 func (b *Bus) drop(consumer, reason string) {
+	b = b.rootBus()
 	if reason == "garbled" {
 		b.garbled.Add(1)
 	}
@@ -283,6 +290,9 @@ func Open(ctx context.Context, cfg Config, source string, clk clock.Clock, log *
 		}
 	}
 	embedded := b.server != nil
+	b.dial = func(name string) (*nats.Conn, error) {
+		return connect(url, embedded, append(slices.Clone(opts), nats.Name(name))...)
+	}
 	nc, err := connect(url, embedded, opts...)
 	if err != nil {
 		b.shutdownServer()
@@ -329,6 +339,39 @@ func Open(ctx context.Context, cfg Config, source string, clk clock.Clock, log *
 		return nil, err
 	}
 	return b, nil
+}
+
+// Fork is a bus on a connection of its own to the same NATS, named name,
+// for a part of the process that publishes and answers requests much (the
+// simulated cloud's agents, which elsewhere run on machines of their own):
+// nats.go writes a connection's buffer to the server under the
+// connection's lock, so on one busy connection every publisher waits on
+// every flush. A fork publishes (Publish, PublishAsync, PublishTogether)
+// and answers (Answer, Serve) as b does, stamped with b's clock as it is
+// now; the stores, buckets and consumers are b's. Close closes the fork's
+// connection only.
+func (b *Bus) Fork(name string) (*Bus, error) {
+	if b.dial == nil {
+		return nil, errors.New("forking a bus that is not open")
+	}
+	nc, err := b.dial(name)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to NATS: %w", redactErr(err))
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("JetStream: %w", err)
+	}
+	return &Bus{nc: nc, js: js, log: b.log, clock: b.clock, source: b.source, replicas: b.replicas, leaseTTL: b.leaseTTL,
+		logs: b.logs, closing: make(chan struct{}), dial: b.dial, root: b.rootBus()}, nil
+}
+
+func (b *Bus) rootBus() *Bus {
+	if b.root != nil {
+		return b.root
+	}
+	return b
 }
 
 // connect is nats.Connect, made again (three tries in all) when a
@@ -586,6 +629,53 @@ func (b *Bus) Publish(ctx context.Context, subject string, p Payload, opts ...Pu
 		return fmt.Errorf("publishing %s to %s: %w", p.EventType(), subject, err)
 	}
 	return nil
+}
+
+// Outgoing is one event of PublishTogether.
+type Outgoing struct {
+	Subject string
+	Payload Payload
+	Opts    []PublishOption
+}
+
+// PublishTogether publishes events at once and waits until JetStream has
+// stored each, so that several events of one step cost one round trip
+// rather than one each. It returns an error per event (nil for each one
+// stored), in order.
+func (b *Bus) PublishTogether(ctx context.Context, out ...Outgoing) []error {
+	errs := make([]error, len(out))
+	futs := make([]jetstream.PubAckFuture, len(out))
+	for i, o := range out {
+		var po publishOptions
+		for _, opt := range o.Opts {
+			opt(&po)
+		}
+		data, err := Encode(o.Payload, po.id, b.source, b.clock.Now())
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		var jopts []jetstream.PublishOpt
+		if po.id != "" {
+			jopts = append(jopts, jetstream.WithMsgID(po.id))
+		}
+		if futs[i], err = b.js.PublishMsgAsync(&nats.Msg{Subject: o.Subject, Data: data}, jopts...); err != nil {
+			errs[i] = fmt.Errorf("publishing %s to %s: %w", o.Payload.EventType(), o.Subject, err)
+		}
+	}
+	for i, fut := range futs {
+		if fut == nil {
+			continue
+		}
+		select {
+		case <-fut.Ok():
+		case err := <-fut.Err():
+			errs[i] = fmt.Errorf("publishing %s to %s: %w", out[i].Payload.EventType(), out[i].Subject, err)
+		case <-ctx.Done():
+			errs[i] = fmt.Errorf("publishing %s to %s: %w", out[i].Payload.EventType(), out[i].Subject, ctx.Err())
+		}
+	}
+	return errs
 }
 
 // PublishAsync publishes without waiting for JetStream's acknowledgement,

@@ -162,6 +162,81 @@ func TestDuplicatePublishIsDeduplicated(t *testing.T) {
 	}
 }
 
+// Events published together are each stored, in order, once the call
+// returns; one that cannot be stored is reported alone.
+func TestPublishTogetherStoresEachBeforeReturning(t *testing.T) {
+	ctx := context.Background()
+	b := eventstest.NewBus(t, nil)
+	id := job.NewID(time.Now())
+	errs := b.PublishTogether(ctx,
+		events.Outgoing{Subject: events.JobEventsSubject(id), Payload: &events.JobEvent{JobID: id, Kind: events.KindQueued, State: job.Queued}},
+		events.Outgoing{Subject: "spotwise.nowhere.stored", Payload: &events.JobEvent{JobID: id, Kind: events.KindPlacing, State: job.Placing}},
+		events.Outgoing{Subject: events.JobEventsSubject(id), Payload: &events.JobEvent{JobID: id, Kind: events.KindPlacing, State: job.Placing, Attempt: 1}, Opts: []events.PublishOption{events.WithID(id + "-p1")}},
+		events.Outgoing{Subject: events.JobEventsSubject(id), Payload: &events.JobEvent{JobID: id, Kind: events.KindPlacing, State: job.Placing, Attempt: 1}, Opts: []events.PublishOption{events.WithID(id + "-p1")}})
+	if len(errs) != 4 || errs[0] != nil || errs[1] == nil || errs[2] != nil || errs[3] != nil {
+		t.Fatalf("errors = %v, want only the second (no stream stores its subject)", errs)
+	}
+	h, err := b.JobHistory(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 2 || h[0].Event.Kind != events.KindQueued || h[1].Event.Kind != events.KindPlacing {
+		t.Fatalf("history = %+v, want queued then placing (the repeat de-duplicated)", h)
+	}
+	// A context that ends before the acknowledgements says so.
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	for _, err := range b.PublishTogether(done, events.Outgoing{Subject: events.JobEventsSubject(id), Payload: &events.JobEvent{JobID: id, Kind: events.KindRunning, State: job.Running}}) {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled: %v", err)
+		}
+	}
+}
+
+// A fork publishes and answers on a connection of its own: what it
+// stores is the parent's, what it answers is listed with the parent's
+// readings, and closing it leaves the parent as it was.
+func TestForkPublishesAndAnswersOnItsOwnConnection(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b := eventstest.NewBus(t, nil)
+	f, err := b.Fork("spotwise-test-fork")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Conn() == b.Conn() || f.Conn().Opts.Name != "spotwise-test-fork" {
+		t.Fatalf("fork on connection %q, want one of its own", f.Conn().Opts.Name)
+	}
+	id := job.NewID(time.Now())
+	if err := f.Publish(ctx, events.JobEventsSubject(id), &events.JobEvent{JobID: id, Kind: events.KindQueued, State: job.Queued}); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := b.JobHistory(ctx, id, 0); err != nil || len(h) != 1 {
+		t.Fatalf("history through the parent = %+v, %v: want the fork's event", h, err)
+	}
+	stop, err := f.Answer("spotwise.test.fork", func(data []byte) ([]byte, bool) { return append([]byte("fork:"), data...), true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Request(ctx, "spotwise.test.fork", []byte("hi")); err != nil || string(got) != "fork:hi" {
+		t.Fatalf("answer = %q, %v", got, err)
+	}
+	listed := func() bool {
+		return slices.ContainsFunc(b.Readings(), func(r events.Reading) bool { return r.Name == "spotwise.test.fork" })
+	}
+	if !listed() {
+		t.Fatalf("the parent's readings %+v miss the fork's answer", b.Readings())
+	}
+	stop()
+	if listed() {
+		t.Fatal("a stopped answer is still listed")
+	}
+	f.Close()
+	if err := b.Publish(ctx, events.JobEventsSubject(id), &events.JobEvent{JobID: id, Kind: events.KindPlacing, State: job.Placing, Attempt: 1}); err != nil {
+		t.Fatalf("parent after the fork closed: %v", err)
+	}
+}
+
 func TestStateSurvivesRestart(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -320,6 +320,7 @@ func (b *Bus) Readings() []Reading {
 // first) runs.
 func (b *Bus) reading(r Reading, stop func()) func() {
 	r.Subjects = slices.Clone(r.Subjects)
+	b = b.rootBus()
 	b.readMu.Lock()
 	defer b.readMu.Unlock()
 	if b.reads == nil {
@@ -524,7 +525,8 @@ func (b *Bus) recovered(subject string, fn func() []byte) (reply []byte, ok bool
 // whether to send one; a subscriber that returns false stays silent, so
 // the requester hears from the one it addressed (the agent of a given
 // attempt, say). An fn that panics stays silent too, and the request is
-// counted as dropped.
+// counted as dropped. A request sent once Answer has returned reaches
+// fn, whatever connection it comes on.
 func (b *Bus) Answer(subject string, fn func(data []byte) ([]byte, bool)) (stop func(), err error) {
 	sub, err := b.nc.Subscribe(subject, func(m *nats.Msg) {
 		var ok bool
@@ -540,6 +542,12 @@ func (b *Bus) Answer(subject string, fn func(data []byte) ([]byte, bool)) (stop 
 		}
 	})
 	if err != nil {
+		return nil, fmt.Errorf("subscribing to %s: %w", subject, err)
+	}
+	// Once Answer returns, the server knows the subscription: a request
+	// sent then, on any connection, reaches it.
+	if err := b.nc.Flush(); err != nil {
+		_ = sub.Unsubscribe()
 		return nil, fmt.Errorf("subscribing to %s: %w", subject, err)
 	}
 	return b.reading(Reading{Kind: "answer", Name: subject, Subjects: []string{subject}}, func() { _ = sub.Unsubscribe() }), nil

@@ -36,7 +36,8 @@ func (s *Scheduler) cycle(ctx context.Context) {
 		return e != nil && e.queued == qj && !e.inflight && e.seen != version
 	}
 	batch := s.cycleJobs[:0]
-	if version == s.lookedAt {
+	whole := version != s.lookedAt
+	if !whole {
 		// Every other queued job was found to fit nowhere in this very
 		// book: only the fresh ones, in queue order.
 		for _, qj := range s.fresh {
@@ -138,12 +139,18 @@ func (s *Scheduler) cycle(ctx context.Context) {
 	if teams != nil {
 		s.budgetAlerts(ctx, teams, held)
 	}
+	took := time.Since(start)
 	s.metrics.cycles.Add(1)
-	s.metrics.lastCycle.Store(int64(time.Since(start)))
+	s.metrics.lastCycle.Store(int64(took))
+	s.metrics.cycleTime.Add(int64(took))
+	if whole {
+		s.metrics.wholeCycles.Add(1)
+		s.metrics.wholeCycleTime.Add(int64(took))
+	}
 	if len(changed) > 0 {
 		s.spawn(func() { s.recordPending(ctx, changed) })
 	}
-	s.log.Debug("cycle", zap.Int("jobs", len(batch)), zap.Int("placed", len(plan.Placements)), zap.Int("pending", len(plan.Pending)), zap.Duration("took", time.Since(start)))
+	s.log.Debug("cycle", zap.Int("jobs", len(batch)), zap.Int("placed", len(plan.Placements)), zap.Int("pending", len(plan.Pending)), zap.Duration("took", took))
 	// The next cycle lists its jobs and their verdicts in the same arrays
 	// (with 10,000 queued a cycle over all of them needs most of a MB).
 	clear(batch)

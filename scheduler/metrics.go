@@ -14,8 +14,14 @@ import (
 // Metrics counts what the scheduler does. The zero value is ready; the
 // successive schedulers of one server (one per lease term) share one.
 type Metrics struct {
-	cycles             atomic.Int64
-	lastCycle          atomic.Int64 // nanoseconds
+	cycles    atomic.Int64
+	lastCycle atomic.Int64 // nanoseconds
+	// wholeCycles counts the cycles that looked at every queued job (the
+	// offer book changed) rather than the new ones only; cycleTime and
+	// wholeCycleTime are the time all cycles, and those, took.
+	wholeCycles        atomic.Int64
+	cycleTime          atomic.Int64 // nanoseconds
+	wholeCycleTime     atomic.Int64 // nanoseconds
 	placements         atomic.Int64
 	launchErrors       atomic.Int64
 	terminations       atomic.Int64
@@ -92,8 +98,13 @@ func (c verdictCollector) Collect(ch chan<- prometheus.Metric) {
 
 // Stats is a snapshot of the scheduler's counters.
 type Stats struct {
-	Cycles             int64         `json:"cycles"`
-	LastCycle          time.Duration `json:"last_cycle"`
+	Cycles    int64         `json:"cycles"`
+	LastCycle time.Duration `json:"last_cycle"`
+	// WholeCycles are the cycles over every queued job; CycleTime and
+	// WholeCycleTime what all cycles, and those, took.
+	WholeCycles        int64         `json:"whole_cycles"`
+	CycleTime          time.Duration `json:"cycle_time"`
+	WholeCycleTime     time.Duration `json:"whole_cycle_time"`
 	Placements         int64         `json:"placements"`
 	LaunchErrors       int64         `json:"launch_errors"`
 	Terminations       int64         `json:"terminations"`
@@ -122,6 +133,7 @@ func (s *Scheduler) Metrics() *Metrics { return s.metrics }
 func (m *Metrics) Stats() Stats {
 	return Stats{
 		Cycles: m.cycles.Load(), LastCycle: time.Duration(m.lastCycle.Load()), Placements: m.placements.Load(),
+		WholeCycles: m.wholeCycles.Load(), CycleTime: time.Duration(m.cycleTime.Load()), WholeCycleTime: time.Duration(m.wholeCycleTime.Load()),
 		LaunchErrors: m.launchErrors.Load(), Terminations: m.terminations.Load(), InstancesLost: m.instancesLost.Load(),
 		Finished: m.finished.Load(), Reconciles: m.reconciles.Load(), Orphans: m.orphans.Load(), Queued: m.queued.Load(),
 		Notices: m.notices.Load(), CheckpointRequests: m.checkpointRequests.Load(), CheckpointFailures: m.checkpointFailures.Load(),
@@ -136,12 +148,18 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 	counter := func(name, help string, v *atomic.Int64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "spotwise", Subsystem: "scheduler", Name: name, Help: help}, func() float64 { return float64(v.Load()) })
 	}
+	seconds := func(name, help string, v *atomic.Int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "spotwise", Subsystem: "scheduler", Name: name, Help: help}, func() float64 { return time.Duration(v.Load()).Seconds() })
+	}
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "spotwise", Subsystem: "scheduler", Name: name, Help: help}, f)
 	}
 	v := m.vecs()
 	for _, c := range []prometheus.Collector{
 		counter("cycles_total", "Scheduling cycles run.", &m.cycles),
+		counter("whole_queue_cycles_total", "Scheduling cycles that looked at every queued job (the offer book changed), not only new ones.", &m.wholeCycles),
+		seconds("cycle_seconds_total", "Time spent in scheduling cycles.", &m.cycleTime),
+		seconds("whole_queue_cycle_seconds_total", "Time spent in scheduling cycles that looked at every queued job.", &m.wholeCycleTime),
 		counter("terminations_total", "Instances terminated.", &m.terminations),
 		counter("instances_lost_total", "Instances that went away under an active job.", &m.instancesLost),
 		counter("attempts_finished_total", "Attempts that ended with the command's exit.", &m.finished),

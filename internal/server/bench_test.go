@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -151,7 +153,15 @@ func BenchmarkSubmitToPlaced200PerSecond(b *testing.B) {
 // submitAtRate submits total jobs over HTTP, rate per second, and returns
 // when each submission started.
 func submitAtRate(b *testing.B, c *api.Client, spec []byte, rate, total int) map[string]time.Time {
-	started := make(map[string]time.Time, total)
+	started, _ := submitAtRateTimed(b, c, spec, rate, total)
+	return started
+}
+
+// submitAtRateTimed is submitAtRate that also returns how long each
+// submission's HTTP request took (the server's answer, before placing).
+func submitAtRateTimed(b *testing.B, c *api.Client, spec []byte, rate, total int) (started map[string]time.Time, answered []time.Duration) {
+	started = make(map[string]time.Time, total)
+	answered = make([]time.Duration, 0, total)
 	var smu sync.Mutex
 	var wg sync.WaitGroup
 	tick := time.NewTicker(time.Second / time.Duration(rate))
@@ -167,13 +177,15 @@ func submitAtRate(b *testing.B, c *api.Client, spec []byte, rate, total int) map
 				b.Error(err)
 				return
 			}
+			took := time.Since(t)
 			smu.Lock()
 			started[v.ID] = t
+			answered = append(answered, took)
 			smu.Unlock()
 		}()
 	}
 	wg.Wait()
-	return started
+	return started, answered
 }
 
 // BenchmarkSubmitToPlacedAged200PerSecond is the same measurement on a
@@ -225,16 +237,19 @@ func BenchmarkSubmitToPlacedAged200PerSecond(b *testing.B) {
 	}
 	b.ResetTimer()
 	defer minuteByMinute(b, s)()
+	defer mutexProfile()()
 	spec := []byte("name: aged\ncommand: [x]\nresources: {gpus_per_node: 1}\nwork: 1m on T4\npurchase: on-demand\n")
 	var lat, last []time.Duration
 	unplaced := 0
+	var started, got map[string]time.Time
+	var answered []time.Duration
 	for i := 0; b.Loop(); i++ {
 		if i > 0 {
 			continue // one sustained run, whatever -benchtime asks for
 		}
-		started := submitAtRate(b, c, spec, rate, total)
+		started, answered = submitAtRateTimed(b, c, spec, rate, total)
 		end := time.Now()
-		got := placed.wait(started, 60*time.Second)
+		got = placed.wait(started, 60*time.Second)
 		for id, t := range started {
 			p, ok := got[id]
 			if !ok {
@@ -258,6 +273,17 @@ func BenchmarkSubmitToPlacedAged200PerSecond(b *testing.B) {
 	}
 	reportLatency(b, lat, "")
 	reportLatency(b, last, "last-minute-")
+	reportLatency(b, answered, "submit-answered-")
+	var decided []time.Duration
+	placed.mu.Lock()
+	for id := range started {
+		if d, ok := placed.decided[id]; ok {
+			decided = append(decided, time.Duration(float64(d)/speed))
+		}
+	}
+	placed.mu.Unlock()
+	reportLatency(b, decided, "decided-")
+	logWorstWindows(b, started, got)
 	b.ReportMetric(float64(schedStats(s).Queued), "queued-at-end")
 	b.ReportMetric(rssMB(), "rss-MB")
 	if path := os.Getenv("SPOTWISE_HEAP_PROFILE"); path != "" {
@@ -266,6 +292,64 @@ func BenchmarkSubmitToPlacedAged200PerSecond(b *testing.B) {
 			_ = pprof.WriteHeapProfile(f)
 			f.Close()
 		}
+	}
+}
+
+// logWorstWindows logs the five 10-second windows of submissions whose
+// p99 was worst, and how many windows passed 50 ms: whether the tail is a
+// few stalls or spread over the run says where to look.
+func logWorstWindows(b *testing.B, started map[string]time.Time, placed map[string]time.Time) {
+	const width = 10 * time.Second
+	var first time.Time
+	for _, t := range started {
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+	}
+	windows := map[int][]time.Duration{}
+	for id, t := range started {
+		if p, ok := placed[id]; ok {
+			w := int(t.Sub(first) / width)
+			windows[w] = append(windows[w], p.Sub(t))
+		}
+	}
+	type window struct {
+		at            int
+		n             int
+		p50, p99, max time.Duration
+	}
+	var all []window
+	over := 0
+	for at, lat := range windows {
+		slices.Sort(lat)
+		w := window{at: at, n: len(lat), p50: lat[len(lat)/2], p99: lat[int(0.99*float64(len(lat)-1))], max: lat[len(lat)-1]}
+		if w.p99 > 50*time.Millisecond {
+			over++
+		}
+		all = append(all, w)
+	}
+	slices.SortFunc(all, func(x, y window) int { return cmp.Compare(y.p99, x.p99) })
+	b.Logf("%d of %d 10-second windows had a p99 over 50 ms; the worst:", over, len(all))
+	for _, w := range all[:min(5, len(all))] {
+		b.Logf("  from %3ds: %d placed, p50 %s, p99 %s, max %s", w.at*10, w.n, w.p50.Round(time.Millisecond), w.p99.Round(time.Millisecond), w.max.Round(time.Millisecond))
+	}
+}
+
+// mutexProfile samples lock contention (one in 20 contended waits) over
+// the measured part of a benchmark into the file SPOTWISE_MUTEX_PROFILE
+// names; the returned function writes it.
+func mutexProfile() func() {
+	path := os.Getenv("SPOTWISE_MUTEX_PROFILE")
+	if path == "" {
+		return func() {}
+	}
+	prev := runtime.SetMutexProfileFraction(20)
+	return func() {
+		if f, err := os.Create(path); err == nil {
+			_ = pprof.Lookup("mutex").WriteTo(f, 0)
+			f.Close()
+		}
+		runtime.SetMutexProfileFraction(prev)
 	}
 }
 
@@ -313,6 +397,7 @@ func minuteByMinute(b *testing.B, s *Server) func() {
 		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	lastCPU, lastPlaced := cpu(), schedStats(s).Placements
+	lastWait := schedWaits()
 	log := func(n int) {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
@@ -327,10 +412,12 @@ func minuteByMinute(b *testing.B, s *Server) func() {
 			}
 		}
 		used := cpu()
-		b.Logf("minute %d: process CPU %.1fs (%.2f ms per placement), goroutines %d, heap %d MB, GCs %d, placements %d, finished %d, queued %d, cycles %d, reconciles %d, instances listed %d; lifecycle inputs %v",
+		b.Logf("minute %d: process CPU %.1fs (%.2f ms per placement), goroutines %d, heap %d MB, GCs %d, placements %d, finished %d, queued %d, cycles %d (%.1fs; over every queued job %d, %.1fs), reconciles %d, instances listed %d; lifecycle inputs %v",
 			n, (used - lastCPU).Seconds(), float64((used-lastCPU).Microseconds())/1000/float64(max(st.Placements-lastPlaced, 1)),
-			runtime.NumGoroutine(), ms.HeapAlloc>>20, ms.NumGC, st.Placements, st.Finished, st.Queued, st.Cycles, st.Reconciles, insts, s.metrics.Verdicts())
-		lastCPU, lastPlaced = used, st.Placements
+			runtime.NumGoroutine(), ms.HeapAlloc>>20, ms.NumGC, st.Placements, st.Finished, st.Queued, st.Cycles, st.CycleTime.Seconds(), st.WholeCycles, st.WholeCycleTime.Seconds(), st.Reconciles, insts, s.metrics.Verdicts())
+		wait := schedWaits()
+		b.Logf("minute %d: goroutines waited for a core: %s", n, waitPercentiles(lastWait, wait))
+		lastCPU, lastPlaced, lastWait = used, st.Placements, wait
 	}
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -356,6 +443,44 @@ func minuteByMinute(b *testing.B, s *Server) func() {
 	return func() { close(stop); <-done }
 }
 
+// schedWaits is the runtime's histogram of how long goroutines waited,
+// ready to run, for a core.
+func schedWaits() *metrics.Float64Histogram {
+	m := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(m)
+	if m[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return nil
+	}
+	return m[0].Value.Float64Histogram()
+}
+
+// waitPercentiles says the median, 99th and 99.9th percentile of the waits
+// counted between two readings of schedWaits.
+func waitPercentiles(from, to *metrics.Float64Histogram) string {
+	if from == nil || to == nil || len(from.Counts) != len(to.Counts) {
+		return "not measured"
+	}
+	counts := make([]uint64, len(to.Counts))
+	var total uint64
+	for i := range counts {
+		counts[i] = to.Counts[i] - from.Counts[i]
+		total += counts[i]
+	}
+	if total == 0 {
+		return "no waits"
+	}
+	at := func(p float64) time.Duration {
+		want, seen := uint64(p*float64(total)), uint64(0)
+		for i, c := range counts {
+			if seen += c; seen > want {
+				return time.Duration(to.Buckets[i+1] * float64(time.Second))
+			}
+		}
+		return -1
+	}
+	return fmt.Sprintf("%d waits, p50 under %s, p99 under %s, p99.9 under %s", total, at(0.5), at(0.99), at(0.999))
+}
+
 // benchClient is an API client of the server that keeps enough
 // connections for hundreds of submissions a second.
 func benchClient(s *Server) *api.Client {
@@ -369,17 +494,26 @@ func benchClient(s *Server) *api.Client {
 type placedAt struct {
 	mu sync.Mutex
 	at map[string]time.Time
+	// decided is, by job, the simulated time from its submission to its
+	// placement's decision (both stamped by the server's clock).
+	decided map[string]time.Duration
 }
 
 func placedTimes(b *testing.B, s *Server) *placedAt {
 	b.Helper()
-	p := &placedAt{at: map[string]time.Time{}}
+	p := &placedAt{at: map[string]time.Time{}, decided: map[string]time.Duration{}}
 	// The bucket is watched directly and only each record's state is
 	// read: the benchmark shares the cores with the server it measures,
 	// and a whole record decoded per change would be its largest cost.
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
-	js, err := jetstream.New(s.Bus().Conn())
+	// On a connection of its own, as an observer elsewhere would be.
+	conn, err := s.Bus().Fork("spotwise-bench-watch")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(conn.Close)
+	js, err := jetstream.New(conn.Conn())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -396,7 +530,11 @@ func placedTimes(b *testing.B, s *Server) *placedAt {
 		defer w.Stop()
 		var st struct {
 			Status struct {
-				State job.State `json:"state"`
+				State       job.State `json:"state"`
+				SubmittedAt time.Time `json:"submitted_at"`
+				Current     *struct {
+					PlacedAt time.Time `json:"placed_at"`
+				} `json:"current"`
 			} `json:"status"`
 		}
 		for e := range w.Updates() {
@@ -407,13 +545,16 @@ func placedTimes(b *testing.B, s *Server) *placedAt {
 			if e.Operation() != jetstream.KeyValuePut {
 				continue
 			}
-			st.Status.State = ""
+			st.Status.State, st.Status.Current = "", nil
 			if json.Unmarshal(e.Value(), &st) != nil || st.Status.State == job.Queued {
 				continue
 			}
 			p.mu.Lock()
 			if _, ok := p.at[e.Key()]; !ok {
 				p.at[e.Key()] = time.Now()
+				if c := st.Status.Current; c != nil {
+					p.decided[e.Key()] = c.PlacedAt.Sub(st.Status.SubmittedAt)
+				}
 			}
 			p.mu.Unlock()
 		}

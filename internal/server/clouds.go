@@ -160,8 +160,14 @@ func (s *Server) buildClouds(ctx context.Context, cat *catalog.Catalog, dryRun b
 		Faults: cfg.Sim.Faults.model(), Reservations: simReserved,
 	}
 	if !dryRun {
-		simWork := &agent.SimWorkload{Clock: s.clock, Reporter: s.bus, Throughput: cat, Log: s.log.Named("agent"),
-			Checkpoints: s.checkpoints, Control: s.bus,
+		links, err := newAgentLinks(s.bus, simAgentConns)
+		if err != nil {
+			set.close()
+			return nil, fmt.Errorf("simulated agents: %w", err)
+		}
+		set.closer = append(set.closer, links.close) // after the cloud's agents have stopped
+		simWork := &agent.SimWorkload{Clock: s.clock, Reporter: links, Throughput: cat, Log: s.log.Named("agent"),
+			Checkpoints: s.checkpoints, Control: links,
 			// The simulated agents share the server's cores: each ships its
 			// output once a second rather than five times.
 			Logs: agent.LogShipOptions{FlushEvery: time.Second},
