@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -318,7 +319,7 @@ type JobChange struct {
 func (s *JobStore) Watch(ctx context.Context, fn func(JobChange), ready func()) (stop func(), err error) {
 	return (&KV{kv: s.kv}).Watch(ctx, func(e Entry) {
 		if e.Value == nil {
-			fn(JobChange{ID: e.Key, Revision: e.Revision})
+			fn(JobChange{ID: changeID(e.Key, nil), Revision: e.Revision})
 			return
 		}
 		r, err := s.watched(e.Revision, e.Value)
@@ -326,8 +327,20 @@ func (s *JobStore) Watch(ctx context.Context, fn func(JobChange), ready func()) 
 			s.log.Warn("skipping garbled job record", zap.String("job", e.Key), zap.Error(err))
 			return
 		}
-		fn(JobChange{ID: e.Key, Revision: e.Revision, Record: r})
+		fn(JobChange{ID: changeID(e.Key, r), Revision: e.Revision, Record: r})
 	}, ready)
+}
+
+// changeID is the job ID a watcher is told of: the record's own when it
+// has one (shared by every watcher of the version), else a copy of the
+// key. The key is cut from the message's subject, which a watcher keeping
+// the ID (in a map, for as long as the job is known) would keep whole, one
+// subject for each watcher.
+func changeID(key string, r *job.Record) string {
+	if r != nil && r.ID == key {
+		return r.ID
+	}
+	return strings.Clone(key)
 }
 
 // Keys lists every job ID in the bucket.
@@ -412,7 +425,7 @@ func (s *JobStore) WatchFrom(ctx context.Context, from uint64, fn func(JobChange
 		if e == nil {
 			return
 		}
-		ch := JobChange{ID: e.Key(), Revision: e.Revision()}
+		ch := JobChange{Revision: e.Revision()}
 		if e.Operation() == jetstream.KeyValuePut {
 			r, err := s.watched(e.Revision(), e.Value())
 			if err != nil {
@@ -421,6 +434,7 @@ func (s *JobStore) WatchFrom(ctx context.Context, from uint64, fn func(JobChange
 			}
 			ch.Record = r
 		}
+		ch.ID = changeID(e.Key(), ch.Record)
 		fn(ch)
 	}, opts...)
 }

@@ -1,10 +1,18 @@
 package job
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	yamlv2 "go.yaml.in/yaml/v2"
+	"sigs.k8s.io/yaml"
 )
 
 func TestDocuments(t *testing.T) {
@@ -78,5 +86,99 @@ func TestParseMultiDocument(t *testing.T) {
 		if a.Hash() != base.Hash() || b.Prio() != 7 {
 			t.Errorf("documents parse as %s and %s", mustJSON(t, a), mustJSON(t, b))
 		}
+	})
+}
+
+// documentsViaYAMLToJSON is how Documents converted each document before
+// it converted the decoded value directly: written back out as YAML and
+// handed to sigs.k8s.io/yaml. Documents must give the same JSON.
+func documentsViaYAMLToJSON(data []byte) ([][]byte, error) {
+	dec := yamlv2.NewDecoder(bytes.NewReader(data))
+	var docs [][]byte
+	for {
+		var v any
+		err := dec.Decode(&v)
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if v == nil {
+			continue
+		}
+		one, err := yamlv2.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		j, err := yaml.YAMLToJSON(one)
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, j)
+	}
+}
+
+// sameDocuments fails t when Documents and the conversion through
+// sigs.k8s.io/yaml disagree on in: other JSON, or one refusing what the
+// other takes.
+func sameDocuments(t testing.TB, in []byte) {
+	got, err := Documents(in)
+	want, werr := documentsViaYAMLToJSON(in)
+	if (err == nil) != (werr == nil) {
+		t.Fatalf("Documents(%q) error %v, through YAMLToJSON %v", in, err, werr)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Documents(%q) = %d documents, through YAMLToJSON %d", in, len(got), len(want))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("Documents(%q) document %d:\n%s\nthrough YAMLToJSON:\n%s", in, i, got[i], want[i])
+		}
+	}
+}
+
+func TestDocumentsConvertAsYAMLToJSONDoes(t *testing.T) {
+	examples, err := filepath.Glob("../examples/*.yaml")
+	if err != nil || len(examples) == 0 {
+		t.Fatalf("no example specs in ../examples (%v)", err)
+	}
+	for _, name := range examples {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(filepath.Base(name), func(t *testing.T) { sameDocuments(t, data) })
+	}
+	for _, in := range []string{
+		string(yamlSpec(nil)),
+		"1: a\n2.5: b\ntrue: c\n-3: d\n0x10: e\n1e3: f\n.inf: g\n-.inf: h\n",
+		"18446744073709551615: big\n9223372036854775808: bigger\n",
+		"a: {1: [x, {2: y}], false: null}\n",
+		"a: [1, 2.5, -3, 1e400, .nan]\n",
+		"a: 2001-12-14t21:59:43.10-05:00\nb: 2002-12-14\n",
+		"a: !!binary aGVsbG8=\nb: !!str 12\nc: '0o17'\nd: 0o17\ne: 017\n",
+		"base: &b {x: 1}\nmerged: {<<: *b, y: 2}\n",
+		"~: nothing\n",
+		"[1, 2]: pair\n",
+		"a: \"\\u00e9\\t\"\nb: |\n  line\n  ---\n",
+		"--- {a: 1}\n--- [b]\n--- 3\n--- x\n",
+	} {
+		t.Run(in, func(t *testing.T) { sameDocuments(t, []byte(in)) })
+	}
+}
+
+// FuzzDocuments holds Documents to the conversion it replaced.
+//
+//	go test -run '^$' -fuzz FuzzDocuments -fuzztime 2m ./job/
+func FuzzDocuments(f *testing.F) {
+	for _, s := range []string{string(yamlSpec(nil)), "1: a\ntrue: b\n1.5: c\n", "--- {a: 1}\n--- [b]\n", "a: [1, .inf]\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) > MaxSpecBytes {
+			return
+		}
+		sameDocuments(t, in)
 	})
 }

@@ -634,7 +634,11 @@ func rssMB() float64 {
 // (their max price is below every offer) on a running server and reports
 // the whole process's live heap once the scheduler has looked at all of
 // them: the embedded NATS server, the scheduler's queue and index, and the
-// API's listing index. The target is under 200 MB.
+// API's listing index. The target is under 200 MB. SPOTWISE_HEAP_PROFILE=f
+// writes a heap profile at the end, SPOTWISE_HEAP_DUMP=f a heap dump
+// (runtime/debug.WriteHeapDump: every object with its address and size,
+// which is what says how full the heap's pages are, size class by size
+// class: the gap between the heap in use and the live objects).
 func BenchmarkMemory100kQueuedJobs(b *testing.B) {
 	const total = 100_000
 	for b.Loop() {
@@ -677,6 +681,12 @@ func BenchmarkMemory100kQueuedJobs(b *testing.B) {
 		if path := os.Getenv("SPOTWISE_HEAP_PROFILE"); path != "" {
 			if f, err := os.Create(path); err == nil {
 				_ = pprof.WriteHeapProfile(f)
+				f.Close()
+			}
+		}
+		if path := os.Getenv("SPOTWISE_HEAP_DUMP"); path != "" {
+			if f, err := os.Create(path); err == nil {
+				debug.WriteHeapDump(f.Fd())
 				f.Close()
 			}
 		}
