@@ -26,6 +26,18 @@ import (
 // three times the work: on a busy server that was half of everything a
 // submission allocated.
 func Documents(data []byte) ([][]byte, error) {
+	return eachDocument(data, func(v any) ([]byte, error) {
+		jv, err := jsonable(v)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(jv)
+	})
+}
+
+// eachDocument converts each non-empty document of a YAML stream, as
+// decoded, with convert.
+func eachDocument(data []byte, convert func(v any) ([]byte, error)) ([][]byte, error) {
 	dec := yamlv2.NewDecoder(bytes.NewReader(data))
 	var docs [][]byte
 	for {
@@ -40,11 +52,7 @@ func Documents(data []byte) ([][]byte, error) {
 		if v == nil {
 			continue
 		}
-		jv, err := jsonable(v)
-		if err != nil {
-			return nil, err
-		}
-		j, err := json.Marshal(jv)
+		j, err := convert(v)
 		if err != nil {
 			return nil, err
 		}

@@ -3,9 +3,7 @@ package job
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,30 +91,13 @@ func TestParseMultiDocument(t *testing.T) {
 // it converted the decoded value directly: written back out as YAML and
 // handed to sigs.k8s.io/yaml. Documents must give the same JSON.
 func documentsViaYAMLToJSON(data []byte) ([][]byte, error) {
-	dec := yamlv2.NewDecoder(bytes.NewReader(data))
-	var docs [][]byte
-	for {
-		var v any
-		err := dec.Decode(&v)
-		if errors.Is(err, io.EOF) {
-			return docs, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if v == nil {
-			continue
-		}
+	return eachDocument(data, func(v any) ([]byte, error) {
 		one, err := yamlv2.Marshal(v)
 		if err != nil {
 			return nil, err
 		}
-		j, err := yaml.YAMLToJSON(one)
-		if err != nil {
-			return nil, err
-		}
-		docs = append(docs, j)
-	}
+		return yaml.YAMLToJSON(one)
+	})
 }
 
 // sameDocuments fails t when Documents and the conversion through
