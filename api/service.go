@@ -66,6 +66,11 @@ func (s *Service) Start(ctx context.Context) error {
 	if _, err := s.market.start(ctx, s.bus); err != nil {
 		return err
 	}
+	// Every job event is followed from the start (the history cache keeps
+	// the jobs submitted from now on; event streams share the follower).
+	if err := s.hub.ensureConsumer(); err != nil {
+		return err
+	}
 	select {
 	case <-s.ix.ready:
 		return nil

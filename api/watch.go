@@ -75,8 +75,8 @@ func (o StreamOptions) withDefaults() StreamOptions {
 }
 
 // hub fans the job events of one shared consumer out to every stream open
-// on this server: a dashboard with many tabs costs one consumer, not one
-// per tab. It never waits for a client: each has a bounded queue, and a
+// on this server (and to the history cache): a dashboard with many tabs
+// costs one consumer, not one per tab. It never waits for a client: each has a bounded queue, and a
 // client whose queue is full is dropped (told why, by its own goroutine).
 type hub struct {
 	svc  *Service
@@ -85,7 +85,7 @@ type hub struct {
 	startMu sync.Mutex // held while the shared consumer starts
 	mu      sync.Mutex
 	life    context.Context // the service's; set by Start
-	stop    func()          // the consumer's; nil until the first stream
+	stop    func()          // the consumer's; nil until Start or the first stream
 	subs    map[*watcher]struct{}
 	open    int
 	closing bool
@@ -204,9 +204,16 @@ func (h *hub) remove(w *watcher) {
 	}
 }
 
-// deliver hands one stored event to the streams that want it. It runs on
-// the consumer's goroutine and never blocks.
+// deliver hands one stored event to the history cache and to the streams
+// that want it. It runs on the consumer's goroutine and never blocks.
 func (h *hub) deliver(e events.HistoryEntry) {
+	h.svc.hist.observe(e)
+	h.mu.Lock()
+	none := len(h.subs) == 0
+	h.mu.Unlock()
+	if none {
+		return
+	}
 	// The team is looked up before the hub's lock is taken: the index
 	// calls into the hub with its own lock held.
 	team, known := h.svc.ix.teamOf(e.Event.JobID)

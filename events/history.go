@@ -226,3 +226,18 @@ func (b *Bus) Recent(ctx context.Context, stream, subject string, n int, fn func
 	}
 	return nil
 }
+
+// JobHistoryStart is the stream sequence of the first event the stream
+// holds for a job; ok is false when it holds none.
+func (b *Bus) JobHistoryStart(ctx context.Context, jobID string) (seq uint64, ok bool, err error) {
+	if _, has := ctx.Deadline(); !has {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	seq, _, ok, err = directNext(ctx, b.readConn(), StreamJobs, JobEventsSubject(jobID), 1)
+	if err != nil {
+		return 0, false, fmt.Errorf("history of %s: %w", jobID, err)
+	}
+	return seq, ok, nil
+}

@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -46,12 +47,13 @@ func (b *Bus) FollowJobEvents(ctx context.Context, fn func(HistoryEntry)) (stop 
 		env, p, err := Decode(msg.Data())
 		if err != nil {
 			b.drop(jobEventsReader, "garbled")
-			b.log.Debug("skipping a garbled job event", zap.String("subject", msg.Subject()), zap.Error(err))
+			b.log.Warn("dropping garbled event", zap.String("reader", jobEventsReader), zap.String("subject", msg.Subject()), zap.Error(err))
 			return
 		}
 		ev, ok := p.(*JobEvent)
 		if !ok {
 			b.drop(jobEventsReader, "refused")
+			b.log.Warn("dropping event", zap.String("reader", jobEventsReader), zap.String("subject", msg.Subject()), zap.String("event", env.ID), zap.String("type", env.Type), zap.Error(errors.New("not a job event")))
 			return
 		}
 		fn(HistoryEntry{Seq: meta.Sequence.Stream, Envelope: env, Event: ev})
