@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/job"
 )
 
 // historyLimit is how many of a job's newest events a view shows.
@@ -22,23 +23,24 @@ const historyLimit = 500
 // lately (the page of a job just submitted, or running) is then a check
 // and a request for what is new, not a read of its whole history.
 //
-// The histories read hold at most maxJobs jobs and maxEvents events, the
-// least recently read going first; the followed ones not read yet are
-// bounded the same, apart, so that a stream of submissions does not push
-// out what readers read.
+// Both are bounded in jobs and events, the least recently read (or, for
+// the followed ones not read yet, changed) going first; apart, so that a
+// stream of submissions does not push out what readers read. The followed
+// ones are kept fewer: objects that live for a while during a burst of
+// submissions keep part-used pages of the heap after it.
 type histories struct {
-	mu        sync.Mutex
-	maxJobs   int
-	maxEvents int
-	byID      map[string]*list.Element
-	lru       historyList // histories read, the most recently read first
-	fresh     historyList // followed, not read yet, the most recently changed first
+	mu    sync.Mutex
+	byID  map[string]*list.Element
+	lru   historyList // histories read, the most recently read first
+	fresh historyList // followed, not read yet, the most recently changed first
 }
 
-// historyList is a list of *history with the number of events they hold.
+// historyList is a list of *history with the number of events they hold,
+// and its bounds.
 type historyList struct {
 	list.List
-	events int
+	events             int
+	maxJobs, maxEvents int
 }
 
 // history is one job's cached history. Its entries are never changed once
@@ -62,8 +64,13 @@ type history struct {
 	unread bool
 }
 
-func newHistories(maxJobs, maxEvents int) *histories {
-	return &histories{maxJobs: maxJobs, maxEvents: maxEvents, byID: map[string]*list.Element{}}
+// newHistories holds at most maxJobs histories read and maxEvents events
+// in them, and at most followJobs and followEvents followed ones not read.
+func newHistories(maxJobs, maxEvents, followJobs, followEvents int) *histories {
+	h := &histories{byID: map[string]*list.Element{}}
+	h.lru.maxJobs, h.lru.maxEvents = maxJobs, maxEvents
+	h.fresh.maxJobs, h.fresh.maxEvents = followJobs, followEvents
+	return h
 }
 
 // observe takes one stored job event from the follower: it starts the
@@ -78,7 +85,7 @@ func (h *histories) observe(e events.HistoryEntry) {
 		if e.Event.Kind != events.KindQueued {
 			return
 		}
-		n := &history{id: id, entries: []events.HistoryEntry{e}, last: e.Seq, followed: true, first: e.Seq, unread: true}
+		n := &history{id: id, entries: []events.HistoryEntry{compact(e, id)}, last: e.Seq, followed: true, first: e.Seq, unread: true}
 		h.byID[id] = h.fresh.PushFront(n)
 		h.fresh.events++
 		h.trim(&h.fresh)
@@ -90,7 +97,7 @@ func (h *histories) observe(e events.HistoryEntry) {
 	}
 	n := *old
 	// Appended past the end the readers of old see: they keep theirs.
-	n.entries = append(old.entries, e)
+	n.entries = append(old.entries, compact(e, old.id))
 	if len(n.entries) > historyLimit {
 		n.entries = n.entries[len(n.entries)-historyLimit:]
 	}
@@ -101,6 +108,29 @@ func (h *histories) observe(e events.HistoryEntry) {
 	l.MoveToFront(el)
 	h.trim(l)
 }
+
+// compact is an event as a followed history keeps it: what a view shows
+// of it (its time and the event), with the job's ID and the kind shared
+// rather than each event's own copies. Thousands of histories are
+// followed at once, each added to as its job changes: what they keep is
+// what a burst of submissions leaves behind in the heap.
+func compact(e events.HistoryEntry, id string) events.HistoryEntry {
+	ev := *e.Event
+	ev.JobID = id
+	if k, ok := kindNames[ev.Kind]; ok {
+		ev.Kind = k
+	}
+	return events.HistoryEntry{Seq: e.Seq, Envelope: events.Envelope{Time: e.Envelope.Time}, Event: &ev}
+}
+
+// kindNames maps each job event kind to one shared copy of its name.
+var kindNames = func() map[string]string {
+	m := make(map[string]string, len(job.Kinds))
+	for _, k := range job.Kinds {
+		m[k] = k
+	}
+	return m
+}()
 
 func (h *histories) listOf(n *history) *historyList {
 	if n.unread {
@@ -217,7 +247,7 @@ func (h *histories) store(n *history) {
 // trim drops the least recently used histories of l past the bounds.
 // h.mu is held.
 func (h *histories) trim(l *historyList) {
-	for l.Len() > 1 && (l.Len() > h.maxJobs || l.events > h.maxEvents) {
+	for l.Len() > 1 && (l.Len() > l.maxJobs || l.events > l.maxEvents) {
 		h.drop(l.Back())
 	}
 }

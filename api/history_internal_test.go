@@ -44,7 +44,7 @@ func sameHistory(t *testing.T, bus *events.Bus, id string, got []events.HistoryE
 // and bring it back, and with readers and a writer at once.
 func TestCachedHistoriesAreWhatTheStreamHolds(t *testing.T) {
 	bus := eventstest.NewBus(t, nil)
-	h := newHistories(2, 1000)
+	h := newHistories(2, 1000, 2, 1000)
 	ctx := context.Background()
 	ids := []string{job.NewID(time.Now()), job.NewID(time.Now().Add(time.Millisecond)), job.NewID(time.Now().Add(2 * time.Millisecond))}
 
@@ -162,7 +162,7 @@ func publishQueued(t *testing.T, bus *events.Bus, id string) {
 // added.
 func TestFollowedHistoriesAreWhatTheStreamHolds(t *testing.T) {
 	bus := eventstest.NewBus(t, nil)
-	h := newHistories(2, 1000)
+	h := newHistories(2, 1000, 2, 1000)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stopFollow, err := bus.FollowJobEvents(ctx, h.observe)

@@ -47,7 +47,7 @@ func NewService(bus *events.Bus, vocab job.Vocabulary, clk clock.Clock, log *zap
 	if log == nil {
 		log = zap.NewNop()
 	}
-	s := &Service{bus: bus, jobs: bus.Jobs(), vocab: vocab, clock: clk, log: log, ix: newIndex(), hist: newHistories(4096, 32<<10)}
+	s := &Service{bus: bus, jobs: bus.Jobs(), vocab: vocab, clock: clk, log: log, ix: newIndex(), hist: newHistories(4096, 32<<10, 1024, 16<<10)}
 	s.ix.deleted = s.hist.forget
 	s.ix.recs = newRecords(16 << 10)
 	s.market = newMarket()
