@@ -20,6 +20,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"os"
@@ -115,6 +116,9 @@ type container struct {
 		Name          string `json:"name"`
 		ContainerPort int    `json:"containerPort"`
 	} `json:"ports"`
+	Resources struct {
+		Limits map[string]string `json:"limits"`
+	} `json:"resources"`
 	LivenessProbe  *probe `json:"livenessProbe"`
 	ReadinessProbe *probe `json:"readinessProbe"`
 	StartupProbe   *probe `json:"startupProbe"`
@@ -447,6 +451,8 @@ func TestChartDefaultInstall(t *testing.T) {
 	}
 	checkHardened(t, "Deployment", dep.Template.Spec)
 	checkHardened(t, "StatefulSet", sts.Template.Spec)
+	checkSoftMemoryLimit(t, dep.Template.Spec.Containers[0])
+	checkSoftMemoryLimit(t, sts.Template.Spec.Containers[0])
 
 	// The servers list every NATS node by its stable name, as compose does.
 	srv := dep.Template.Spec.Containers[0]
@@ -888,4 +894,49 @@ func TestChartOptions(t *testing.T) {
 			}
 		}
 	})
+}
+
+// checkSoftMemoryLimit fails unless a Go container with a memory limit
+// has a soft one (GOMEMLIMIT) between 80% and 95% of it: under it, so the
+// runtime collects before the kernel kills, and not so far under that the
+// collector runs all the time.
+func checkSoftMemoryLimit(t *testing.T, c container) {
+	t.Helper()
+	limit, ok := c.Resources.Limits["memory"]
+	if !ok {
+		t.Errorf("container %s has no memory limit", c.Name)
+		return
+	}
+	soft, ok := c.env("GOMEMLIMIT")
+	if !ok {
+		t.Errorf("container %s has a memory limit (%s) and no GOMEMLIMIT", c.Name, limit)
+		return
+	}
+	hard, err1 := memBytes(limit)
+	goal, err2 := memBytes(soft)
+	if err := errors.Join(err1, err2); err != nil {
+		t.Errorf("container %s: %v", c.Name, err)
+		return
+	}
+	if r := float64(goal) / float64(hard); r < 0.8 || r > 0.95 {
+		t.Errorf("container %s: GOMEMLIMIT %s is %.0f%% of its memory limit %s, want 80-95%%", c.Name, soft, 100*r, limit)
+	}
+}
+
+// memBytes reads a memory size written as Kubernetes (Mi, Gi) and
+// GOMEMLIMIT (MiB, GiB) write them.
+func memBytes(s string) (int64, error) {
+	for _, u := range []struct {
+		suffix string
+		shift  uint
+	}{{"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"Ki", 10}, {"Mi", 20}, {"Gi", 30}} {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			v, err := strconv.ParseInt(n, 10, 64)
+			if err != nil || v <= 0 {
+				return 0, fmt.Errorf("memory size %q is not a count of %s", s, u.suffix)
+			}
+			return v << u.shift, nil
+		}
+	}
+	return 0, fmt.Errorf("memory size %q has no unit this test reads", s)
 }
