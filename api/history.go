@@ -109,18 +109,26 @@ func (h *histories) observe(e events.HistoryEntry) {
 	h.trim(l)
 }
 
-// compact is an event as a followed history keeps it: what a view shows
-// of it (its time and the event), with the job's ID and the kind shared
-// rather than each event's own copies. Thousands of histories are
-// followed at once, each added to as its job changes: what they keep is
-// what a burst of submissions leaves behind in the heap.
+// compact is an event as the cache keeps it (see slim), leaving e, which
+// the follower shares with the event streams, as it is.
 func compact(e events.HistoryEntry, id string) events.HistoryEntry {
 	ev := *e.Event
-	ev.JobID = id
-	if k, ok := kindNames[ev.Kind]; ok {
-		ev.Kind = k
+	e.Event = &ev
+	slim(&e, id)
+	return e
+}
+
+// slim keeps of an event what a view shows (its time and the event), with
+// the job's ID and the kind shared rather than each event's own copies:
+// thousands of histories are cached, those followed added to as their
+// jobs change, and what they keep is what a burst of submissions leaves
+// behind in the heap.
+func slim(e *events.HistoryEntry, id string) {
+	e.Envelope = events.Envelope{Time: e.Envelope.Time}
+	e.Event.JobID = id
+	if k, ok := kindNames[e.Event.Kind]; ok {
+		e.Event.Kind = k
 	}
-	return events.HistoryEntry{Seq: e.Seq, Envelope: events.Envelope{Time: e.Envelope.Time}, Event: &ev}
 }
 
 // kindNames maps each job event kind to one shared copy of its name.
@@ -173,6 +181,10 @@ func (h *histories) read(ctx context.Context, bus *events.Bus, id string, settle
 		}
 	}
 	newer, err := bus.JobHistoryAfter(ctx, id, base.last, historyLimit)
+	for i := range newer {
+		// Decoded by this read alone: slimmed in place.
+		slim(&newer[i], id)
+	}
 	if err == nil && len(newer) == 0 && base.id != "" && (settled || base.followed) {
 		n := base
 		n.settled = settled

@@ -23,7 +23,7 @@ func publishEvents(t *testing.T, bus *events.Bus, id string, from, n int) {
 
 // sameHistory fails unless got is what the stream holds: the newest
 // historyLimit events of the job, in order.
-func sameHistory(t *testing.T, bus *events.Bus, id string, got []events.HistoryEntry) {
+func sameHistory(t *testing.T, h *histories, bus *events.Bus, id string, got []events.HistoryEntry) {
 	t.Helper()
 	want, err := bus.JobHistory(context.Background(), id, historyLimit)
 	if err != nil {
@@ -32,8 +32,17 @@ func sameHistory(t *testing.T, bus *events.Bus, id string, got []events.HistoryE
 	if len(got) != len(want) {
 		t.Fatalf("history of %s has %d events, the stream %d", id, len(got), len(want))
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if el := h.byID[id]; el != nil {
+		for _, e := range el.Value.(*history).entries {
+			if e.Envelope.Data != nil || e.Envelope.ID != "" {
+				t.Fatalf("the cache keeps event %d of %s with its envelope (%d bytes of data): a view shows only its time", e.Seq, id, len(e.Envelope.Data))
+			}
+		}
+	}
 	for i := range want {
-		if got[i].Seq != want[i].Seq || got[i].Event.Message != want[i].Event.Message {
+		if got[i].Seq != want[i].Seq || got[i].Event.Message != want[i].Event.Message || !got[i].Envelope.Time.Equal(want[i].Envelope.Time) || got[i].Event.JobID != id {
 			t.Fatalf("event %d of %s is seq %d %q, the stream's seq %d %q", i, id, got[i].Seq, got[i].Event.Message, want[i].Seq, want[i].Event.Message)
 		}
 	}
@@ -56,15 +65,15 @@ func TestCachedHistoriesAreWhatTheStreamHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameHistory(t, bus, ids[0], got)
+	sameHistory(t, h, bus, ids[0], got)
 	publishEvents(t, bus, ids[0], 3, 2)
 	got, _ = h.read(ctx, bus, ids[0], false)
-	sameHistory(t, bus, ids[0], got)
+	sameHistory(t, h, bus, ids[0], got)
 
 	// Past what a view shows: the newest historyLimit.
 	publishEvents(t, bus, ids[0], 5, historyLimit)
 	got, _ = h.read(ctx, bus, ids[0], false)
-	sameHistory(t, bus, ids[0], got)
+	sameHistory(t, h, bus, ids[0], got)
 	if got[len(got)-1].Event.Message != fmt.Sprint(historyLimit+4) {
 		t.Fatalf("newest event is %q", got[len(got)-1].Event.Message)
 	}
@@ -73,7 +82,7 @@ func TestCachedHistoriesAreWhatTheStreamHolds(t *testing.T) {
 	for _, id := range ids[1:] {
 		publishEvents(t, bus, id, 0, 2)
 		got, _ := h.read(ctx, bus, id, false)
-		sameHistory(t, bus, id, got)
+		sameHistory(t, h, bus, id, got)
 	}
 	h.mu.Lock()
 	_, cached := h.byID[ids[0]]
@@ -84,7 +93,7 @@ func TestCachedHistoriesAreWhatTheStreamHolds(t *testing.T) {
 	}
 	publishEvents(t, bus, ids[0], historyLimit+5, 1)
 	got, _ = h.read(ctx, bus, ids[0], false)
-	sameHistory(t, bus, ids[0], got)
+	sameHistory(t, h, bus, ids[0], got)
 
 	// The cache stays within its bound of events.
 	h.mu.Lock()
@@ -97,18 +106,18 @@ func TestCachedHistoriesAreWhatTheStreamHolds(t *testing.T) {
 	// Readers while a writer adds events.
 	readWhilePublishing(t, h, bus, ids[1], 2, 100)
 	got, _ = h.read(ctx, bus, ids[1], false)
-	sameHistory(t, bus, ids[1], got)
+	sameHistory(t, h, bus, ids[1], got)
 
 	// A settled history (its job long finished) is read once more, then
 	// taken from the cache without asking the stream.
 	got, _ = h.read(ctx, bus, ids[2], true)
-	sameHistory(t, bus, ids[2], got)
+	sameHistory(t, h, bus, ids[2], got)
 	publishEvents(t, bus, ids[2], 2, 1)
 	if again, _ := h.read(ctx, bus, ids[2], true); len(again) != len(got) {
 		t.Fatalf("a settled history was asked for again: %d events, then %d", len(got), len(again))
 	}
 	got, _ = h.read(ctx, bus, ids[2], false)
-	sameHistory(t, bus, ids[2], got)
+	sameHistory(t, h, bus, ids[2], got)
 
 	h.forget(ids[1])
 	h.mu.Lock()
@@ -185,7 +194,7 @@ func TestFollowedHistoriesAreWhatTheStreamHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameHistory(t, bus, ids[0], got)
+	sameHistory(t, h, bus, ids[0], got)
 	if followed, checked, _ := followedState(h, ids[0]); !followed || !checked {
 		t.Fatalf("after a read: followed %v, checked %v; want both", followed, checked)
 	}
@@ -193,14 +202,14 @@ func TestFollowedHistoriesAreWhatTheStreamHolds(t *testing.T) {
 	publishEvents(t, bus, ids[0], 3, 2)
 	waitFollowed(t, h, ids[0], 6)
 	got, _ = h.read(ctx, bus, ids[0], false)
-	sameHistory(t, bus, ids[0], got)
+	sameHistory(t, h, bus, ids[0], got)
 	// A read ahead of the follower: published and read at once.
 	publishEvents(t, bus, ids[0], 5, 1)
 	got, _ = h.read(ctx, bus, ids[0], false)
-	sameHistory(t, bus, ids[0], got)
+	sameHistory(t, h, bus, ids[0], got)
 	waitFollowed(t, h, ids[0], 7)
 	got, _ = h.read(ctx, bus, ids[0], false)
-	sameHistory(t, bus, ids[0], got)
+	sameHistory(t, h, bus, ids[0], got)
 	// An event the cache has already (read before the follower came to
 	// it) is not added twice.
 	h.observe(got[len(got)-1])
@@ -215,7 +224,7 @@ func TestFollowedHistoriesAreWhatTheStreamHolds(t *testing.T) {
 	publishEvents(t, bus, ids[1], 1, 1)
 	waitFollowed(t, h, ids[1], 2)
 	got, _ = h.read(ctx, bus, ids[1], false)
-	sameHistory(t, bus, ids[1], got)
+	sameHistory(t, h, bus, ids[1], got)
 	if len(got) != 3 {
 		t.Fatalf("the history with an event before its first has %d events, want 3", len(got))
 	}
@@ -237,13 +246,13 @@ func TestFollowedHistoriesAreWhatTheStreamHolds(t *testing.T) {
 		t.Fatalf("followed unread %d, read %d (bounds 2), the oldest unread kept: %v", fresh, read, kept)
 	}
 	got, _ = h.read(ctx, bus, ids[2], false)
-	sameHistory(t, bus, ids[2], got)
+	sameHistory(t, h, bus, ids[2], got)
 
 	// Readers while events are added.
 	readWhilePublishing(t, h, bus, ids[3], 0, 100)
 	waitFollowed(t, h, ids[3], 101)
 	got, _ = h.read(ctx, bus, ids[3], false)
-	sameHistory(t, bus, ids[3], got)
+	sameHistory(t, h, bus, ids[3], got)
 }
 
 // readWhilePublishing reads a job's history from 8 goroutines while n
