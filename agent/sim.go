@@ -423,6 +423,12 @@ const simSteps = 10000
 // simLineEvery is the progress between two progress lines.
 const simLineEvery = 0.05
 
+// simLineGap is the least simulated time between two progress lines: a
+// training script logs every so many steps, not many times a minute. (A
+// short job's every 5% would be: 10,000 simulated jobs of a minute each
+// wrote 3,000 lines a second, most of the work of a server running them.)
+const simLineGap = 30 * time.Second
+
 func simStep(progress float64) int64 { return int64(math.Round(progress * simSteps)) }
 
 // print writes a line of the run's output.
@@ -455,14 +461,16 @@ func (r *simRun) timeAt(p float64) time.Time {
 }
 
 // progressLine writes one line when the work has passed the next 5% mark
-// (one, however many marks it passed at once).
+// (one, however many marks it passed at once); the next is for the first
+// mark at least simLineGap later.
 func (r *simRun) progressLine(now time.Time) {
 	p := r.progressAt(now)
 	if r.nextLine >= 1 || p+1e-9 < r.nextLine || p >= 1 {
 		return
 	}
 	r.print(events.LogStdout, fmt.Sprintf("step %d/%d (%.0f%%)", simStep(p), simSteps, p*100))
-	r.nextLine = (math.Floor(p/simLineEvery+1e-9) + 1) * simLineEvery
+	after := r.progressAt(now.Add(simLineGap))
+	r.nextLine = math.Max((math.Floor(p/simLineEvery+1e-9)+1)*simLineEvery, math.Ceil(after/simLineEvery-1e-9)*simLineEvery)
 }
 
 // closeOutput ships the rest of the run's output, within wait.

@@ -100,3 +100,40 @@ func TestSimWorkloadWritesATrainingScriptsOutput(t *testing.T) {
 		t.Errorf("the resumed attempt's first progress is %d%%, before its checkpoint's %.1f%%", pct, resumedAt)
 	}
 }
+
+// TestSimWorkloadOfAFewMinutesLogsProgressHalfAMinuteApart: a short run's
+// progress lines are at least 30 s of its clock apart, not a line every few seconds: thousands of short simulated jobs
+// must not flood the log stream.
+func TestSimWorkloadOfAFewMinutesLogsProgressHalfAMinuteApart(t *testing.T) {
+	e := newEnv(t, 20)
+	w := bertOnV100(0)
+	w.ReferenceSeconds = (10 * time.Minute).Seconds()
+	stop := e.sw.Start(instance("p4d.24xlarge"), w)
+	defer stop()
+	took := e.runUntilExit(time.Hour)
+	e.rec.mu.Lock()
+	lines, times := slices.Clone(e.rec.output), slices.Clone(e.rec.times)
+	e.rec.mu.Unlock()
+	var at []time.Time
+	prev := -1
+	for i, l := range lines {
+		m := progressLine.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		pct, _ := strconv.Atoi(m[2])
+		if pct <= prev {
+			t.Errorf("progress line %q after %d%%", l, prev)
+		}
+		prev = pct
+		at = append(at, times[i])
+	}
+	if want := int(took / (30 * time.Second)); len(at) < 2 || len(at) > want+1 {
+		t.Fatalf("a run of %s wrote %d progress lines, want 2 to %d", took, len(at), want+1)
+	}
+	for i := 1; i < len(at); i++ {
+		if gap := at[i].Sub(at[i-1]); gap < 30*time.Second {
+			t.Errorf("progress lines %s apart (%d and %d of %d)", gap, i, i+1, len(at))
+		}
+	}
+}

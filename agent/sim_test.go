@@ -41,6 +41,7 @@ type recorder struct {
 	reports  []events.AgentReport
 	subjects []string
 	output   []string // the lines of output shipped
+	times    []time.Time
 	calls    int
 	failures int  // calls left to fail
 	block    bool // every call waits for its context to end
@@ -55,6 +56,7 @@ func (r *recorder) Publish(ctx context.Context, subject string, p events.Payload
 		defer r.mu.Unlock()
 		for _, l := range b.Lines {
 			r.output = append(r.output, l.Text)
+			r.times = append(r.times, l.Time)
 		}
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -164,6 +165,8 @@ func submitAtRateTimed(b *testing.B, c *api.Client, spec []byte, rate, total int
 	answered = make([]time.Duration, 0, total)
 	var smu sync.Mutex
 	var wg sync.WaitGroup
+	slow := slowTracer()
+	defer slow.stop()
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	defer tick.Stop()
 	for range total {
@@ -178,6 +181,7 @@ func submitAtRateTimed(b *testing.B, c *api.Client, spec []byte, rate, total int
 				return
 			}
 			took := time.Since(t)
+			slow.saw(took)
 			smu.Lock()
 			started[v.ID] = t
 			answered = append(answered, took)
@@ -332,6 +336,54 @@ func logWorstWindows(b *testing.B, started map[string]time.Time, placed map[stri
 	b.Logf("%d of %d 10-second windows had a p99 over 50 ms; the worst:", over, len(all))
 	for _, w := range all[:min(5, len(all))] {
 		b.Logf("  from %3ds: %d placed, p50 %s, p99 %s, max %s", w.at*10, w.n, w.p50.Round(time.Millisecond), w.p99.Round(time.Millisecond), w.max.Round(time.Millisecond))
+	}
+}
+
+// slowTraces keeps a flight recorder of the runtime's execution trace
+// while SPOTWISE_SLOW_TRACE names a file and writes its last seconds to
+// that file, with ".1", ".2", ... appended, when a submission's answer
+// took longer than 250 ms (three at most, 5 s apart): what every
+// goroutine did while it waited (go tool trace).
+type slowTraces struct {
+	path string
+	fr   *trace.FlightRecorder
+	mu   sync.Mutex
+	n    int
+	last time.Time
+}
+
+func slowTracer() *slowTraces {
+	t := &slowTraces{path: os.Getenv("SPOTWISE_SLOW_TRACE")}
+	if t.path == "" {
+		return t
+	}
+	t.fr = trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: 3 * time.Second, MaxBytes: 256 << 20})
+	if t.fr.Start() != nil {
+		t.fr = nil
+	}
+	return t
+}
+
+func (t *slowTraces) saw(took time.Duration) {
+	if t.fr == nil || took < 250*time.Millisecond {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n >= 3 || time.Since(t.last) < 5*time.Second {
+		return
+	}
+	t.n++
+	t.last = time.Now()
+	if f, err := os.Create(fmt.Sprintf("%s.%d", t.path, t.n)); err == nil {
+		_, _ = t.fr.WriteTo(f)
+		f.Close()
+	}
+}
+
+func (t *slowTraces) stop() {
+	if t.fr != nil {
+		t.fr.Stop()
 	}
 }
 
