@@ -359,3 +359,92 @@ func TestWatchersShareEachDecodedVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestModifyAfterAnotherProcessWroteSeesItsVersion: a process changes a
+// job from the version it last wrote, without reading the store; when
+// another process has written since, nothing of its write is lost, and a
+// change judged unneeded on the version held is judged again on the
+// stored one (fenced lifecycle events depend on it).
+func TestModifyAfterAnotherProcessWroteSeesItsVersion(t *testing.T) {
+	ctx := context.Background()
+	one := eventstest.OpenBus(t, t.TempDir(), "127.0.0.1:0", nil)
+	other := eventstest.OpenBusConfig(t, events.Config{URL: one.ClientURL(), IdentityDir: one.Identity().Dir()}, nil)
+	a, b := one.Jobs(), other.Jobs()
+	r := newRecord(time.Now())
+	if _, err := a.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	// The first process writes, and so holds the version it wrote.
+	if _, _, err := a.Modify(ctx, r.ID, func(r *job.Record) error { r.Status.Attempt = 1; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	// The other one writes attempt 2.
+	if _, _, err := b.Modify(ctx, r.ID, func(r *job.Record) error { r.Status.Attempt = 2; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	// An event of attempt 2 is nothing to a reader of the old version,
+	// news to one of the stored one.
+	seen := []int{}
+	got, rev, err := a.Modify(ctx, r.ID, func(r *job.Record) error {
+		seen = append(seen, r.Status.Attempt)
+		if r.Status.Attempt < 2 {
+			return events.ErrNoChange
+		}
+		r.Status.Message = "attempt 2 running"
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Attempt != 2 || got.Status.Message != "attempt 2 running" {
+		t.Fatalf("Modify returned attempt %d, message %q (fn saw attempts %v): the event was judged on an old version", got.Status.Attempt, got.Status.Message, seen)
+	}
+	if stored, srev, _ := a.Get(ctx, r.ID); srev != rev || stored.Status.Message != "attempt 2 running" {
+		t.Fatalf("stored revision %d message %q, Modify said revision %d", srev, stored.Status.Message, rev)
+	}
+	// A verdict on the old version that refuses is judged again as well.
+	if _, _, err := b.Modify(ctx, r.ID, func(r *job.Record) error { r.Status.Attempt = 3; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	refused := errors.New("attempt 3 is unknown")
+	if _, _, err := a.Modify(ctx, r.ID, func(r *job.Record) error {
+		if r.Status.Attempt < 3 {
+			return refused
+		}
+		r.Status.Retries++
+		return nil
+	}); err != nil {
+		t.Fatalf("a change refused on the old version only: %v", err)
+	}
+	// And a change made on the old version is made again on the new one:
+	// the other process's write is not lost.
+	if _, _, err := b.Modify(ctx, r.ID, func(r *job.Record) error { r.Status.Message = "theirs"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.Modify(ctx, r.ID, func(r *job.Record) error { r.Status.Retries++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	final, _, err := b.Get(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.Status.Attempt != 3 || final.Status.Retries != 2 || final.Status.Message != "theirs" {
+		t.Fatalf("final record: attempt %d, retries %d, message %q; want 3, 2, %q", final.Status.Attempt, final.Status.Retries, final.Status.Message, "theirs")
+	}
+}
+
+// BenchmarkModify: one change to a job's record, as the lifecycle makes
+// them (the version this process last wrote is where it starts).
+func BenchmarkModify(b *testing.B) {
+	ctx := context.Background()
+	s := eventstest.NewBus(b, nil).Jobs()
+	r := newRecord(time.Now())
+	if _, err := s.Create(ctx, r); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, _, err := s.Modify(ctx, r.ID, func(r *job.Record) error { r.Status.Retries++; return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -272,13 +272,31 @@ var ErrNoChange = errors.New("no change")
 // Modify reads a record, applies fn to a copy and writes it back with a
 // revision check, retrying on conflicts. If fn returns ErrNoChange the
 // record is returned unwritten; any other error aborts.
+//
+// The first try starts from the newest version of the record this
+// process decoded or wrote, when it holds one, without reading the
+// store: the revision check refuses the write if the store has a newer
+// one. A verdict on that version that writes nothing (ErrNoChange, an
+// error) is made again on the record read from the store, since only a
+// write proves a version the latest.
 func (s *JobStore) Modify(ctx context.Context, id string, fn func(r *job.Record) error) (*job.Record, uint64, error) {
 	for attempt := 0; ; attempt++ {
-		r, rev, err := s.Get(ctx, id)
-		if err != nil {
-			return nil, 0, err
+		r, rev, cached := (*job.Record)(nil), uint64(0), false
+		if attempt == 0 {
+			if c, crev := s.seen.newest(id); c != nil {
+				r, rev, cached = c.Clone(), crev, true
+			}
+		}
+		if !cached {
+			var err error
+			if r, rev, err = s.Get(ctx, id); err != nil {
+				return nil, 0, err
+			}
 		}
 		if err := fn(r); err != nil {
+			if cached {
+				continue
+			}
 			if errors.Is(err, ErrNoChange) {
 				return r, rev, nil
 			}
@@ -300,7 +318,9 @@ func (s *JobStore) Modify(ctx context.Context, id string, fn func(r *job.Record)
 		if !errors.Is(err, ErrConflict) || attempt >= 20 {
 			return nil, 0, err
 		}
-		time.Sleep(time.Duration(attempt+1) * time.Millisecond)
+		if !cached {
+			time.Sleep(time.Duration(attempt+1) * time.Millisecond)
+		}
 	}
 }
 
@@ -358,6 +378,8 @@ type decodedVersions struct {
 	recs map[uint64]*job.Record
 	ring [decodedKept]uint64 // revisions in recs, oldest at next
 	next int
+	// newestOf is the newest revision in recs of each job there.
+	newestOf map[string]uint64
 }
 
 // decodedKept bounds the versions kept: watchers that keep up with the
@@ -370,6 +392,18 @@ func (d *decodedVersions) version(rev uint64) *job.Record {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.recs[rev]
+}
+
+// newest is the newest version of job id kept (shared: not to be
+// changed) and its revision; nil if none is.
+func (d *decodedVersions) newest(id string) (*job.Record, uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	rev, ok := d.newestOf[id]
+	if !ok {
+		return nil, 0
+	}
+	return d.recs[rev], rev
 }
 
 // watched decodes the record of version rev, or returns the one another
@@ -399,13 +433,20 @@ func (d *decodedVersions) keep(rev uint64, r *job.Record) *job.Record {
 	}
 	if d.recs == nil {
 		d.recs = make(map[uint64]*job.Record, decodedKept)
+		d.newestOf = make(map[string]uint64, decodedKept)
 	}
 	if old := d.ring[d.next]; old != 0 {
+		if o := d.recs[old]; o != nil && d.newestOf[o.ID] == old {
+			delete(d.newestOf, o.ID)
+		}
 		delete(d.recs, old)
 	}
 	d.ring[d.next] = rev
 	d.next = (d.next + 1) % decodedKept
 	d.recs[rev] = r
+	if rev > d.newestOf[r.ID] {
+		d.newestOf[r.ID] = rev
+	}
 	return r
 }
 
