@@ -126,7 +126,14 @@ func (s *Scheduler) reconcileJob(ctx context.Context, id string, byKey map[strin
 			continue
 		}
 		owned[a.LaunchKey] = true
-		if _, _, err := s.apply(ctx, id, observed(a.LaunchKey, byKey[a.LaunchKey], listedAt)); err != nil {
+		in := observed(a.LaunchKey, byKey[a.LaunchKey], listedAt)
+		if res := job.Apply(rec.Clone(), in, s.o.Clock.Now()); res.Verdict == job.Duplicate && len(res.Effects) == 0 {
+			// The record just read already says all this listing does
+			// (most rounds, for most jobs): no second read to find so.
+			s.metrics.verdict(in.Name(), string(res.Verdict))
+			continue
+		}
+		if _, _, err := s.apply(ctx, id, in); err != nil {
 			s.log.Warn("reconcile", zap.String("job", id), zap.Error(err))
 		}
 	}
