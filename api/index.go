@@ -9,6 +9,7 @@ import (
 	"unique"
 
 	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/internal/slab"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/money"
 )
@@ -25,6 +26,8 @@ import (
 type index struct {
 	mu   sync.RWMutex
 	byID map[string]*entry
+	// entries holds byID's entries in chunks (see internal/slab).
+	entries slab.Pool[entry]
 	// order are the listed jobs, oldest first; active the listed jobs not
 	// finished, in the same order, so that a listing of running or queued
 	// jobs does not walk the finished ones.
@@ -118,6 +121,15 @@ func (e *entry) lastPlacement() *job.Placement {
 	return &p
 }
 
+// newEntry returns a new entry for a job; entries are never freed (a
+// deleted job keeps its place, see entry.deleted), so their chunks are
+// always full of live ones.
+func (ix *index) newEntry(id string) *entry {
+	e := ix.entries.New()
+	e.id = id
+	return e
+}
+
 func newIndex() *index {
 	return &index{byID: map[string]*entry{}, growing: map[*entry]struct{}{}, ready: make(chan struct{})}
 }
@@ -161,7 +173,7 @@ func (ix *index) apply(c events.JobChange) {
 	}
 	if c.Record == nil {
 		if !ok {
-			e = &entry{id: c.ID}
+			e = ix.newEntry(c.ID)
 			ix.byID[c.ID] = e
 		} else if !e.deleted {
 			ix.unlist(e)
@@ -175,7 +187,7 @@ func (ix *index) apply(c events.JobChange) {
 	}
 	r := c.Record
 	if !ok {
-		e = &entry{id: c.ID}
+		e = ix.newEntry(c.ID)
 		ix.byID[c.ID] = e
 	}
 	if !ok || e.deleted || e.submitted != r.Status.SubmittedAt.UnixNano() {

@@ -15,6 +15,7 @@ import (
 	"github.com/spotwise/spotwise/bidding"
 	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/internal/slab"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/money"
 	"github.com/spotwise/spotwise/providers"
@@ -174,6 +175,8 @@ type Scheduler struct {
 
 	mu    sync.Mutex
 	index map[string]*entry
+	// entries holds the index's entries in chunks (see internal/slab).
+	entries slab.Pool[entry]
 	// loading is set while a term reads the bucket at its start.
 	loading bool
 	q       queue
@@ -306,7 +309,7 @@ func (s *Scheduler) Run(ctx context.Context) (err error) {
 	// A new term starts from the bucket, not from what an earlier term
 	// remembered.
 	s.mu.Lock()
-	s.index, s.q, s.book = map[string]*entry{}, queue{}, newBook()
+	s.index, s.entries, s.q, s.book = map[string]*entry{}, slab.Pool[entry]{}, queue{}, newBook()
 	s.holds, s.teamOf, s.capped = map[string]map[string]teamHolds{}, map[string]string{}, map[string]*job.Record{}
 	s.metrics.startView()
 	s.fresh, s.lookedAt = nil, ^uint64(0) // the first cycle looks at all
@@ -474,13 +477,12 @@ func (s *Scheduler) onJobChange(c events.JobChange) {
 		s.trackCap(c.ID, nil)
 		if e != nil {
 			s.dequeue(c.ID, e)
-			delete(s.index, c.ID)
-			s.metrics.jobMoved(e.state, "")
+			s.forget(c.ID, e)
 		}
 		return
 	}
 	if e == nil {
-		e = &entry{}
+		e = s.entries.New()
 		s.index[c.ID] = e
 	}
 	if c.Revision <= e.rev {
@@ -535,10 +537,19 @@ func (s *Scheduler) onJobChange(c events.JobChange) {
 			})
 		} else if !e.open && !e.inflight {
 			// Finished for good: nothing more to remember in memory.
-			delete(s.index, c.ID)
-			s.metrics.jobMoved(e.state, "")
+			s.forget(c.ID, e)
 		}
 	}
+}
+
+// forget drops a job's entry; called with mu held, once the job is out of
+// the queue. A QueuedJob built for it may still point at the entry, which
+// may by then be another job's: whoever follows the pointer checks that
+// the entry still queues that very QueuedJob.
+func (s *Scheduler) forget(id string, e *entry) {
+	delete(s.index, id)
+	s.metrics.jobMoved(e.state, "")
+	s.entries.Free(e)
 }
 
 // queuedJob is what a cycle needs of a job waiting for capacity.
