@@ -216,8 +216,10 @@ func (co *compiledOffers) policyState(cj *compiledJob, s Snapshot, market, od *c
 type zoneWatch struct {
 	stats map[ZoneKey]*bidding.ZoneStats
 	last  time.Time
-	// up is which zones had capacity in the book of generation upGen.
-	up     []bool // by index into upBase.zones
+	// up is which zones had capacity in the book of generation upGen;
+	// of is each zone's stats. Both by index into upBase.zones.
+	up     []bool
+	of     []*bidding.ZoneStats
 	upBase *offerBase
 	upGen  uint64
 }
@@ -225,6 +227,8 @@ type zoneWatch struct {
 // observe records, for the time since the last look, which zones had
 // spot capacity for each GPU type (an offer with capacity, not marked
 // unavailable), and whether any zone had (under ZoneKey{Zone: "*"}).
+// A cycle looks, hundreds of times a second on a busy server: the zones
+// and their stats are found once for each shape of the book.
 func (w *zoneWatch) observe(bv bookView, now time.Time) {
 	if w.stats == nil {
 		w.stats = map[ZoneKey]*bidding.ZoneStats{}
@@ -238,16 +242,21 @@ func (w *zoneWatch) observe(bv bookView, now time.Time) {
 	if bv.base == nil {
 		return
 	}
+	if w.upBase != bv.base {
+		w.of = w.of[:0]
+		for _, k := range bv.base.zones {
+			zs := w.stats[k]
+			if zs == nil {
+				zs = &bidding.ZoneStats{}
+				w.stats[k] = zs
+			}
+			w.of = append(w.of, zs)
+		}
+	}
 	if w.upBase != bv.base || w.upGen != bv.gen {
 		w.up, w.upBase, w.upGen = bv.base.zonesUp(w.up, bv.offers, bv.unavailable, bv.taken, now), bv.base, bv.gen
 	}
-	for z, k := range w.upBase.zones {
-		avail := w.up[z]
-		zs := w.stats[k]
-		if zs == nil {
-			zs = &bidding.ZoneStats{}
-			w.stats[k] = zs
-		}
-		zs.Observe(avail, dt)
+	for z, zs := range w.of {
+		zs.Observe(w.up[z], dt)
 	}
 }

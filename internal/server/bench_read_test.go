@@ -76,7 +76,10 @@ func BenchmarkReaders1000(b *testing.B) {
 	// reads the answer without decoding it: the server's time is what is
 	// measured, and the readers share its two cores.
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: readers, MaxConnsPerHost: readers}}
+	slow := slowTracer()
+	defer slow.stop()
 	fetch := func(path string) error {
+		defer func(t time.Time) { slow.saw(time.Since(t)) }(time.Now())
 		req, err := http.NewRequest(http.MethodGet, "http://"+s.HTTPAddr()+path, nil)
 		if err != nil {
 			return err

@@ -341,8 +341,8 @@ func logWorstWindows(b *testing.B, started map[string]time.Time, placed map[stri
 
 // slowTraces keeps a flight recorder of the runtime's execution trace
 // while SPOTWISE_SLOW_TRACE names a file and writes its last seconds to
-// that file, with ".1", ".2", ... appended, when a submission's answer
-// took longer than 250 ms (three at most, 5 s apart): what every
+// that file, with ".1", ".2", ... appended, when an answer (a submission's,
+// a read's) took longer than 250 ms (three at most, 5 s apart): what every
 // goroutine did while it waited (go tool trace).
 type slowTraces struct {
 	path string
