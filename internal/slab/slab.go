@@ -19,7 +19,9 @@ const chunkBytes = 64 << 10
 // takes them back for reuse. It is not safe for concurrent use: its owner
 // guards it as it guards the values. A value handed back must no longer
 // be used by anything that could tell it from a new one; a chunk stays
-// in memory while any of its values is referenced.
+// in memory while any of its values is referenced. Freed values stay in
+// the pool: it holds the memory of the most values ever out at once
+// (a server's peak of jobs), which a new Pool gives back.
 type Pool[T any] struct {
 	chunk []T
 	free  []*T
