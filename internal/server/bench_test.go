@@ -711,7 +711,8 @@ func rssMB() float64 {
 // writes a heap profile at the end, SPOTWISE_HEAP_DUMP=f a heap dump
 // (runtime/debug.WriteHeapDump: every object with its address and size,
 // which is what says how full the heap's pages are, size class by size
-// class: the gap between the heap in use and the live objects).
+// class: the gap between the heap in use and the live objects; `go run
+// ./internal/heapclasses f` adds it up).
 func BenchmarkMemory100kQueuedJobs(b *testing.B) {
 	const total = 100_000
 	for b.Loop() {
