@@ -28,6 +28,7 @@ type Metrics struct {
 	instancesLost      atomic.Int64
 	finished           atomic.Int64
 	reconciles         atomic.Int64
+	reconcileTime      atomic.Int64 // nanoseconds
 	orphans            atomic.Int64
 	queued             atomic.Int64
 	notices            atomic.Int64
@@ -111,6 +112,7 @@ type Stats struct {
 	InstancesLost      int64         `json:"instances_lost"`
 	Finished           int64         `json:"finished"`
 	Reconciles         int64         `json:"reconciles"`
+	ReconcileTime      time.Duration `json:"reconcile_time"` // what all reconciliations took
 	Orphans            int64         `json:"orphans"`
 	Queued             int64         `json:"queued"`
 	Notices            int64         `json:"notices"`
@@ -135,7 +137,7 @@ func (m *Metrics) Stats() Stats {
 		Cycles: m.cycles.Load(), LastCycle: time.Duration(m.lastCycle.Load()), Placements: m.placements.Load(),
 		WholeCycles: m.wholeCycles.Load(), CycleTime: time.Duration(m.cycleTime.Load()), WholeCycleTime: time.Duration(m.wholeCycleTime.Load()),
 		LaunchErrors: m.launchErrors.Load(), Terminations: m.terminations.Load(), InstancesLost: m.instancesLost.Load(),
-		Finished: m.finished.Load(), Reconciles: m.reconciles.Load(), Orphans: m.orphans.Load(), Queued: m.queued.Load(),
+		Finished: m.finished.Load(), Reconciles: m.reconciles.Load(), ReconcileTime: time.Duration(m.reconcileTime.Load()), Orphans: m.orphans.Load(), Queued: m.queued.Load(),
 		Notices: m.notices.Load(), CheckpointRequests: m.checkpointRequests.Load(), CheckpointFailures: m.checkpointFailures.Load(),
 		Moves: m.moves.Load(), Forged: m.forged.Load(), DeposedWrites: m.deposedWrites.Load(), Overhead: money.Micros(m.overhead.Load()),
 	}
@@ -164,6 +166,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 		counter("instances_lost_total", "Instances that went away under an active job.", &m.instancesLost),
 		counter("attempts_finished_total", "Attempts that ended with the command's exit.", &m.finished),
 		counter("reconciliations_total", "Reconciliations against the clouds.", &m.reconciles),
+		seconds("reconciliation_seconds_total", "Time spent in reconciliations (one taking longer than the interval between them falls behind).", &m.reconcileTime),
 		counter("orphans_terminated_total", "Instances terminated because no job owned them.", &m.orphans),
 		counter("notices_total", "Interruption notices acted on.", &m.notices),
 		counter("checkpoint_requests_total", "Checkpoint requests delivered to agents.", &m.checkpointRequests),

@@ -238,6 +238,11 @@ type entry struct {
 	inflight bool
 	// open is set while the job holds an attempt (current or being left).
 	open bool
+	// rec is, while the job holds an attempt, the version of its record
+	// the watch brought last (shared with the store's other watchers: not
+	// to be changed): what reconciliation compares the clouds' listings
+	// with, rather than a read of the store per job and round.
+	rec *job.Record
 	// attempt is the record's attempt count: a placement decides attempt
 	// attempt+1.
 	attempt int
@@ -510,6 +515,10 @@ func (s *Scheduler) onJobChange(c events.JobChange) {
 		e.progressAt = at.UnixNano()
 	}
 	e.open = r.Status.Current != nil || r.Status.Previous != nil
+	e.rec = nil
+	if e.open {
+		e.rec = r
+	}
 	switch {
 	case r.NeedsPlacement():
 		if e.queued != nil {

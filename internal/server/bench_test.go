@@ -464,9 +464,9 @@ func minuteByMinute(b *testing.B, s *Server) func() {
 			}
 		}
 		used := cpu()
-		b.Logf("minute %d: process CPU %.1fs (%.2f ms per placement), goroutines %d, heap %d MB, GCs %d, placements %d, finished %d, queued %d, cycles %d (%.1fs; over every queued job %d, %.1fs), reconciles %d, instances listed %d; lifecycle inputs %v",
+		b.Logf("minute %d: process CPU %.1fs (%.2f ms per placement), goroutines %d, heap %d MB, GCs %d, placements %d, finished %d, queued %d, cycles %d (%.1fs; over every queued job %d, %.1fs), reconciles %d (%.1fs), instances listed %d; lifecycle inputs %v",
 			n, (used - lastCPU).Seconds(), float64((used-lastCPU).Microseconds())/1000/float64(max(st.Placements-lastPlaced, 1)),
-			runtime.NumGoroutine(), ms.HeapAlloc>>20, ms.NumGC, st.Placements, st.Finished, st.Queued, st.Cycles, st.CycleTime.Seconds(), st.WholeCycles, st.WholeCycleTime.Seconds(), st.Reconciles, insts, s.metrics.Verdicts())
+			runtime.NumGoroutine(), ms.HeapAlloc>>20, ms.NumGC, st.Placements, st.Finished, st.Queued, st.Cycles, st.CycleTime.Seconds(), st.WholeCycles, st.WholeCycleTime.Seconds(), st.Reconciles, st.ReconcileTime.Seconds(), insts, s.metrics.Verdicts())
 		wait := schedWaits()
 		b.Logf("minute %d: goroutines waited for a core: %s", n, waitPercentiles(lastWait, wait))
 		lastCPU, lastPlaced, lastWait = used, st.Placements, wait
