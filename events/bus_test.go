@@ -433,6 +433,92 @@ func TestModifyAfterAnotherProcessWroteSeesItsVersion(t *testing.T) {
 	}
 }
 
+// A change made from a version the caller holds: written on it when it is
+// the latest (the change is not lost, nor made twice), made again on the
+// stored version when another process wrote since (its write is not lost),
+// judged again on the stored version when it writes nothing on the held
+// one, and a version of another job is no starting point.
+func TestModifyFromAHeldVersion(t *testing.T) {
+	ctx := context.Background()
+	one := eventstest.OpenBus(t, t.TempDir(), "127.0.0.1:0", nil)
+	other := eventstest.OpenBusConfig(t, events.Config{URL: one.ClientURL(), IdentityDir: one.Identity().Dir()}, nil)
+	a, b := one.Jobs(), other.Jobs()
+	r := newRecord(time.Now())
+	if _, err := a.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	// The other process writes; this one holds that version, as a watch
+	// would give it, but keeps none of its own.
+	held, heldRev, err := b.Modify(ctx, r.ID, func(r *job.Record) error { r.Status.Attempt = 1; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Marked, to tell that the change starts from it and not from a read.
+	held.Status.Message = "as held"
+	var saw []int
+	var from string
+	got, rev, err := a.ModifyFrom(ctx, r.ID, held, heldRev, func(r *job.Record) error {
+		saw = append(saw, r.Status.Attempt)
+		from = r.Status.Message
+		r.Status.Retries++
+		return nil
+	})
+	if err != nil || rev != heldRev+1 || got.Status.Attempt != 1 || got.Status.Retries != 1 || len(saw) != 1 || from != "as held" {
+		t.Fatalf("from the latest version: %+v at %d (%v), fn saw attempts %v from %q", got.Status, rev, err, saw, from)
+	}
+	if held.Status.Retries != 0 {
+		t.Fatal("the held version was changed")
+	}
+
+	// Held version now stale: the other process wrote attempt 2.
+	if _, _, err := b.Modify(ctx, r.ID, func(r *job.Record) error { r.Status.Attempt = 2; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	saw = nil
+	got, _, err = a.ModifyFrom(ctx, r.ID, held, heldRev, func(r *job.Record) error {
+		saw = append(saw, r.Status.Attempt)
+		r.Status.Message = "mine"
+		return nil
+	})
+	if err != nil || got.Status.Attempt != 2 || got.Status.Message != "mine" || got.Status.Retries != 1 || len(saw) != 2 {
+		t.Fatalf("from a stale version: %+v (%v), fn saw attempts %v", got.Status, err, saw)
+	}
+
+	// Nothing to write on a stale held version: judged again on the
+	// stored one.
+	stale, staleRev, err := b.Get(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Modify(ctx, r.ID, func(r *job.Record) error { r.Status.Attempt = 3; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err = a.ModifyFrom(ctx, r.ID, stale, staleRev+100, func(r *job.Record) error {
+		if r.Status.Attempt < 3 {
+			return events.ErrNoChange
+		}
+		r.Status.Message = "attempt 3"
+		return nil
+	})
+	if err != nil || got.Status.Message != "attempt 3" {
+		t.Fatalf("a no-op on the held version: %+v (%v)", got.Status, err)
+	}
+
+	// Another job's version is not this one's starting point.
+	r2 := newRecord(time.Now().Add(time.Millisecond))
+	if _, err := a.Create(ctx, r2); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err = a.ModifyFrom(ctx, r2.ID, held, 1<<40, func(r *job.Record) error { r.Status.Message = "second"; return nil })
+	if err != nil || got.ID != r2.ID || got.Status.Attempt != 0 || got.Status.Message != "second" {
+		t.Fatalf("with another job's version: %s %+v (%v)", got.ID, got.Status, err)
+	}
+	final, _, err := b.Get(ctx, r.ID)
+	if err != nil || final.Status.Attempt != 3 || final.Status.Retries != 1 || final.Status.Message != "attempt 3" {
+		t.Fatalf("final record: %+v (%v)", final.Status, err)
+	}
+}
+
 // BenchmarkModify: one change to a job's record, as the lifecycle makes
 // them (the version this process last wrote is where it starts).
 func BenchmarkModify(b *testing.B) {

@@ -280,10 +280,24 @@ var ErrNoChange = errors.New("no change")
 // error) is made again on the record read from the store, since only a
 // write proves a version the latest.
 func (s *JobStore) Modify(ctx context.Context, id string, fn func(r *job.Record) error) (*job.Record, uint64, error) {
+	return s.ModifyFrom(ctx, id, nil, 0, fn)
+}
+
+// ModifyFrom is Modify for a caller that holds a version of the record
+// (from, at revision rev, as Watch gave it: not changed here): the first
+// try starts from it when it is newer than any this process keeps. A
+// caller that watches the bucket holds the versions of the jobs it works
+// on longer than the few seconds of writes this process keeps.
+func (s *JobStore) ModifyFrom(ctx context.Context, id string, from *job.Record, rev uint64, fn func(r *job.Record) error) (*job.Record, uint64, error) {
+	hint, hintRev := from, rev
 	for attempt := 0; ; attempt++ {
 		r, rev, cached := (*job.Record)(nil), uint64(0), false
 		if attempt == 0 {
-			if c, crev := s.seen.newest(id); c != nil {
+			c, crev := s.seen.newest(id)
+			if hint != nil && hint.ID == id && hintRev > crev {
+				c, crev = hint, hintRev
+			}
+			if c != nil {
 				r, rev, cached = c.Clone(), crev, true
 			}
 		}

@@ -18,7 +18,7 @@ import (
 // jobStore is the job-state bucket as the scheduler uses it.
 type jobStore interface {
 	Get(ctx context.Context, id string) (*job.Record, uint64, error)
-	Modify(ctx context.Context, id string, fn func(r *job.Record) error) (*job.Record, uint64, error)
+	ModifyFrom(ctx context.Context, id string, from *job.Record, rev uint64, fn func(r *job.Record) error) (*job.Record, uint64, error)
 	Watch(ctx context.Context, fn func(events.JobChange), ready func()) (stop func(), err error)
 }
 
@@ -42,7 +42,11 @@ func (s *Scheduler) apply(ctx context.Context, id string, in job.Input) (*job.Re
 	var res job.Result
 	var ended []int
 	var was before
-	rec, _, err := s.jobs.Modify(ctx, id, func(r *job.Record) error {
+	// From the version the watch brought last, for a job holding an
+	// attempt: most inputs are about such jobs, and the versions this
+	// process keeps cover only its last few seconds of writes.
+	held, heldRev := s.held(id)
+	rec, _, err := s.jobs.ModifyFrom(ctx, id, held, heldRev, func(r *job.Record) error {
 		if err := s.fence(r); err != nil {
 			return err
 		}

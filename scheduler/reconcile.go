@@ -161,16 +161,22 @@ func (s *Scheduler) reconcileJob(ctx context.Context, id string, byKey map[strin
 // before it acts on an instance no attempt read here owns. A verdict that
 // a newer version would not give is corrected a round later.
 func (s *Scheduler) heldRecord(id string) *job.Record {
+	if r, _ := s.held(id); r != nil {
+		return r.Clone()
+	}
+	return nil
+}
+
+// held is the version of job id's record the watch brought last and its
+// revision, while the job holds an attempt (shared: not to be changed);
+// nil otherwise.
+func (s *Scheduler) held(id string) (*job.Record, uint64) {
 	s.mu.Lock()
-	var r *job.Record
-	if e := s.index[id]; e != nil {
-		r = e.rec
+	defer s.mu.Unlock()
+	if e := s.index[id]; e != nil && e.rec != nil {
+		return e.rec, e.rev
 	}
-	s.mu.Unlock()
-	if r == nil {
-		return nil
-	}
-	return r.Clone()
+	return nil, 0
 }
 
 // claim marks a job in flight for a reconciliation step; false if some
