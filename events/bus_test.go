@@ -360,6 +360,20 @@ func TestWatchersShareEachDecodedVersion(t *testing.T) {
 	}
 }
 
+// twoProcesses are the job stores of two processes on one NATS server,
+// and a record the first one created.
+func twoProcesses(t *testing.T) (a, b *events.JobStore, r *job.Record) {
+	t.Helper()
+	one := eventstest.OpenBus(t, t.TempDir(), "127.0.0.1:0", nil)
+	other := eventstest.OpenBusConfig(t, events.Config{URL: one.ClientURL(), IdentityDir: one.Identity().Dir()}, nil)
+	a, b = one.Jobs(), other.Jobs()
+	r = newRecord(time.Now())
+	if _, err := a.Create(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	return a, b, r
+}
+
 // TestModifyAfterAnotherProcessWroteSeesItsVersion: a process changes a
 // job from the version it last wrote, without reading the store; when
 // another process has written since, nothing of its write is lost, and a
@@ -367,13 +381,7 @@ func TestWatchersShareEachDecodedVersion(t *testing.T) {
 // stored one (fenced lifecycle events depend on it).
 func TestModifyAfterAnotherProcessWroteSeesItsVersion(t *testing.T) {
 	ctx := context.Background()
-	one := eventstest.OpenBus(t, t.TempDir(), "127.0.0.1:0", nil)
-	other := eventstest.OpenBusConfig(t, events.Config{URL: one.ClientURL(), IdentityDir: one.Identity().Dir()}, nil)
-	a, b := one.Jobs(), other.Jobs()
-	r := newRecord(time.Now())
-	if _, err := a.Create(ctx, r); err != nil {
-		t.Fatal(err)
-	}
+	a, b, r := twoProcesses(t)
 	// The first process writes, and so holds the version it wrote.
 	if _, _, err := a.Modify(ctx, r.ID, func(r *job.Record) error { r.Status.Attempt = 1; return nil }); err != nil {
 		t.Fatal(err)
@@ -440,13 +448,7 @@ func TestModifyAfterAnotherProcessWroteSeesItsVersion(t *testing.T) {
 // one, and a version of another job is no starting point.
 func TestModifyFromAHeldVersion(t *testing.T) {
 	ctx := context.Background()
-	one := eventstest.OpenBus(t, t.TempDir(), "127.0.0.1:0", nil)
-	other := eventstest.OpenBusConfig(t, events.Config{URL: one.ClientURL(), IdentityDir: one.Identity().Dir()}, nil)
-	a, b := one.Jobs(), other.Jobs()
-	r := newRecord(time.Now())
-	if _, err := a.Create(ctx, r); err != nil {
-		t.Fatal(err)
-	}
+	a, b, r := twoProcesses(t)
 	// The other process writes; this one holds that version, as a watch
 	// would give it, but keeps none of its own.
 	held, heldRev, err := b.Modify(ctx, r.ID, func(r *job.Record) error { r.Status.Attempt = 1; return nil })
