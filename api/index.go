@@ -42,6 +42,8 @@ type index struct {
 	deleted func(id string)
 	// recs, when set, is kept current with every change.
 	recs *records
+	// pages, when set, copies every change the watch brings.
+	pages *pages
 	// changed, when set, is told of every change applied (nil: the job
 	// was deleted), with the index's lock held.
 	changed func(id string, r *job.Record)
@@ -136,7 +138,14 @@ func newIndex() *index {
 
 func (ix *index) start(ctx context.Context, store *events.JobStore) error {
 	var once sync.Once
-	_, err := store.Watch(ctx, ix.apply, func() { once.Do(func() { close(ix.ready) }) })
+	apply := ix.apply
+	if p := ix.pages; p != nil {
+		apply = func(c events.JobChange) {
+			p.record(c)
+			ix.apply(c)
+		}
+	}
+	_, err := store.Watch(ctx, apply, func() { once.Do(func() { close(ix.ready) }) })
 	return err
 }
 
@@ -407,6 +416,18 @@ func idTime(id string) (time.Time, bool) {
 }
 
 // teamOf is a job's team, if the index knows the job.
+// revOf is the bucket revision of a job's record the index holds, if it
+// knows the job.
+func (ix *index) revOf(id string) (uint64, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	e, ok := ix.byID[id]
+	if !ok || e.deleted {
+		return 0, false
+	}
+	return e.rev, true
+}
+
 func (ix *index) teamOf(id string) (string, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()

@@ -27,8 +27,13 @@ type Service struct {
 	log   *zap.Logger
 	ix    *index
 	hist  *histories
-	authn *auth.Authenticator
-	hub   *hub
+	// pages is the local copy of job pages (nil: none, see KeepPagesIn);
+	// pageDir where its file is made.
+	pages   *pages
+	pageDir string
+	noPages bool
+	authn   *auth.Authenticator
+	hub     *hub
 	// market is the price feed's offers, for the dashboard.
 	market *market
 	// ledger is the cost ledger the cost reports read (nil: not open).
@@ -56,10 +61,35 @@ func NewService(bus *events.Bus, vocab job.Vocabulary, clk clock.Clock, log *zap
 	return s
 }
 
+// KeepPagesIn says where the local copy of job pages (see pages) makes its
+// file: dir, rather than the system's temporary directory; "-" keeps no
+// copy (every read asks the store). Called before Start.
+func (s *Service) KeepPagesIn(dir string) {
+	s.pageDir, s.noPages = dir, dir == "-"
+}
+
+// PagesCopied says whether old jobs' pages are read from the local copy
+// (see pages): it is kept, and has caught up with the store since start.
+func (s *Service) PagesCopied() bool { return s.pages.ready() }
+
 // Start begins keeping the listing index; it returns once the index holds
 // every stored job.
 func (s *Service) Start(ctx context.Context) error {
 	s.hub.setLife(ctx)
+	if !s.noPages && s.pages == nil {
+		p, err := newPages(s.pageDir, s.log)
+		if err != nil {
+			// Reads ask the store, as they would without the copy.
+			s.log.Warn("keeping no local copy of job pages", zap.Error(err))
+		} else {
+			s.pages = p
+			s.ix.pages = p
+			go func() {
+				<-ctx.Done()
+				p.close()
+			}()
+		}
+	}
 	if err := s.ix.start(ctx, s.jobs); err != nil {
 		return err
 	}
@@ -196,7 +226,16 @@ func (s *Service) Get(ctx context.Context, id string) (*JobView, error) {
 		if !p.Can(auth.ReadJobs, rec.Spec.Team) {
 			return nil, errNotFound(id)
 		}
-		return s.viewSettled(ctx, rec, time.Since(since) > settleAfter)
+		return s.viewSettled(ctx, rec, s.settled(rec) || time.Since(since) > settleAfter)
+	}
+	if rev, ok := s.ix.revOf(id); ok {
+		if rec, h, ok := s.pages.finished(id, rev, historyLimit); ok && s.settled(rec) {
+			s.ix.cache(rec, rev)
+			if !p.Can(auth.ReadJobs, rec.Spec.Team) {
+				return nil, errNotFound(id)
+			}
+			return s.viewOf(ctx, rec, h), nil
+		}
 	}
 	// The record and the history are read from the store at once: for a
 	// job not read lately each may be a load from disk of an old part of
@@ -207,7 +246,7 @@ func (s *Service) Get(ctx context.Context, id string) (*JobView, error) {
 	}
 	hc := make(chan read, 1)
 	go func() {
-		h, err := s.hist.read(ctx, s.bus, id, false)
+		h, err := s.history(ctx, id, false)
 		hc <- read{h, err}
 	}()
 	rec, rev, err := s.jobs.Read(ctx, id)
@@ -256,11 +295,39 @@ func (s *Service) view(ctx context.Context, rec *job.Record) (*JobView, error) {
 // viewSettled is view; settled says the job has been finished, unchanged,
 // long enough for its history to be complete.
 func (s *Service) viewSettled(ctx context.Context, rec *job.Record, settled bool) (*JobView, error) {
-	history, err := s.hist.read(ctx, s.bus, rec.ID, settled)
+	history, err := s.history(ctx, rec.ID, settled)
 	if err != nil {
 		s.log.Warn("reading job history", zap.String("job", rec.ID), zap.Error(err))
 	}
 	return s.viewOf(ctx, rec, history), nil
+}
+
+// history is a job's newest historyLimit events, oldest first: a settled
+// job's (see histories.read) from the local copy when it has caught up,
+// any other from the history cache and the store. (The copy lags the
+// store by the time an event takes to reach it: a job that has just
+// changed, a view just written, is read where it was written.)
+func (s *Service) history(ctx context.Context, id string, settled bool) ([]events.HistoryEntry, error) {
+	if settled {
+		if h, ok := s.pages.history(id, historyLimit); ok {
+			return h, nil
+		}
+	}
+	return s.hist.read(ctx, s.bus, id, settled)
+}
+
+// settled says a job finished more than settleAfter ago, by the jobs'
+// clock: its history is complete. (A record that does not say when is
+// not taken as settled.)
+func (s *Service) settled(r *job.Record) bool {
+	if !r.Status.State.Terminal() {
+		return false
+	}
+	at := r.Status.FinishedAt
+	if at.IsZero() {
+		at = r.Status.UpdatedAt
+	}
+	return !at.IsZero() && s.clock.Now().Sub(at) > settleAfter
 }
 
 // viewOf is a job's view from its record and history: why it is pending

@@ -179,7 +179,20 @@ func (h *hub) ensureConsumer() error {
 	if life == nil {
 		life = context.Background()
 	}
-	stop, err := h.svc.bus.FollowJobEvents(life, h.deliver)
+	var stop func()
+	var err error
+	if p := h.svc.pages; p != nil {
+		// From the first event stored, for the local copy of job pages;
+		// the cache and the streams get what is stored from now on.
+		stop, err = h.svc.bus.ReplayJobEvents(life, func(e events.HistoryEntry, old bool) {
+			p.observe(e)
+			if !old {
+				h.deliver(e)
+			}
+		}, p.caughtUp)
+	} else {
+		stop, err = h.svc.bus.FollowJobEvents(life, h.deliver)
+	}
 	if err != nil {
 		return err
 	}

@@ -300,6 +300,11 @@ func TestWatchEventsResumeSaysWhatItSkipped(t *testing.T) {
 	s := e.open("/v1/events", e.client.Token)
 	e.publish(id, job.KindPending, job.Queued)
 	seen := s.next()
+	if seen.job(t).Kind == job.KindQueued {
+		// The submission's event, stored before the stream opened, came
+		// through the shared follower after it did.
+		seen = s.next()
+	}
 	s.cancel()
 	for _, k := range []string{job.KindPlacing, job.KindLaunched, job.KindRunning, job.KindProgress} {
 		state := job.Running

@@ -69,3 +69,74 @@ func TestJobHistoryPagesThroughLongHistories(t *testing.T) {
 		t.Fatalf("a job with no history: %d events, %v", len(unknown), err)
 	}
 }
+
+// A replay of every job's events hands over what the stream held before it
+// was made, oldest first and marked old, says when it has caught up (after
+// the last of them, garbled ones included), then goes on with new events
+// marked new.
+func TestReplayJobEventsCatchesUpThenFollows(t *testing.T) {
+	ctx := t.Context()
+	b := eventstest.NewBus(t, nil)
+	id := job.NewID(time.Now())
+	publish := func(msg string) {
+		t.Helper()
+		if err := b.Publish(ctx, events.JobEventsSubject(id), &events.JobEvent{JobID: id, Kind: events.KindPending, State: job.Queued, Message: msg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		publish(fmt.Sprint("old ", i))
+	}
+	if err := b.PublishRaw(ctx, events.JobEventsSubject(id), []byte("{garbled")); err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		msg string
+		old bool
+	}
+	seen := make(chan got, 16)
+	caught := make(chan int, 1)
+	n := 0
+	stop, err := b.ReplayJobEvents(ctx, func(e events.HistoryEntry, old bool) {
+		n++
+		seen <- got{e.Event.Message, old}
+	}, func() { caught <- n })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	publish("new")
+	want := []got{{"old 0", true}, {"old 1", true}, {"old 2", true}, {"new", false}}
+	for i, w := range want {
+		select {
+		case g := <-seen:
+			if g != w {
+				t.Fatalf("event %d: %+v, want %+v", i, g, w)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("event %d (%+v) never came", i, w)
+		}
+	}
+	select {
+	case at := <-caught:
+		if at != 3 {
+			t.Errorf("caught up after %d events, want after the 3 stored before (and the garbled one)", at)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("never caught up")
+	}
+
+	// On an empty stream it has caught up at once.
+	empty := eventstest.NewBus(t, nil)
+	now := make(chan struct{}, 1)
+	stop2, err := empty.ReplayJobEvents(ctx, func(events.HistoryEntry, bool) {}, func() { now <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop2()
+	select {
+	case <-now:
+	case <-time.After(10 * time.Second):
+		t.Fatal("an empty stream's replay never caught up")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
@@ -21,15 +22,53 @@ const jobEventsReader = "job events"
 // block. Garbled entries are skipped (and counted as dropped), as history
 // reads skip them.
 func (b *Bus) FollowJobEvents(ctx context.Context, fn func(HistoryEntry)) (stop func(), err error) {
+	return b.followJobEvents(ctx, false, func(e HistoryEntry, _ bool) { fn(e) }, nil)
+}
+
+// ReplayJobEvents is FollowJobEvents from the first job event the stream
+// holds: fn gets every stored one, oldest first, then every new one; old
+// says the event was stored before the call was made (FollowJobEvents
+// would not have handed it over). caughtUp (if not nil) is called once, on
+// fn's goroutine, when fn has had every event stored when the consumer was
+// made (at once if there was none).
+func (b *Bus) ReplayJobEvents(ctx context.Context, fn func(e HistoryEntry, old bool), caughtUp func()) (stop func(), err error) {
+	return b.followJobEvents(ctx, true, fn, caughtUp)
+}
+
+func (b *Bus) followJobEvents(ctx context.Context, all bool, fn func(HistoryEntry, bool), caughtUp func()) (stop func(), err error) {
 	st, err := b.js.Stream(ctx, StreamJobs)
 	if err != nil {
 		return nil, fmt.Errorf("following job events: %w", err)
 	}
+	policy, last := jetstream.DeliverNewPolicy, uint64(0)
+	if all {
+		policy = jetstream.DeliverAllPolicy
+		info, err := st.Info(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("following job events: %w", err)
+		}
+		last = info.State.LastSeq
+	}
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{AllJobEvents}, DeliverPolicy: jetstream.DeliverNewPolicy,
+		FilterSubjects: []string{AllJobEvents}, DeliverPolicy: policy,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("following job events: %w", err)
+	}
+	var caught atomic.Bool
+	catchUp := func() {
+		if caughtUp != nil && caught.CompareAndSwap(false, true) {
+			caughtUp()
+		}
+	}
+	if caughtUp != nil {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("following job events: %w", err)
+		}
+		if info.NumPending == 0 {
+			catchUp()
+		}
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	var inflight gate
@@ -42,21 +81,32 @@ func (b *Bus) FollowJobEvents(ctx context.Context, fn func(HistoryEntry)) (stop 
 		if err != nil {
 			return
 		}
+		if meta.NumPending == 0 || (all && meta.Sequence.Stream >= last) {
+			defer catchUp()
+		}
+		old := meta.Sequence.Stream <= last
 		// What cannot be shown is counted and skipped, never deleted: the
-		// history is not this reader's to change.
+		// history is not this reader's to change. A replay skips old ones
+		// without a word: they were counted when they were stored.
 		env, p, err := Decode(msg.Data())
+		if err != nil && old {
+			return
+		}
 		if err != nil {
 			b.drop(jobEventsReader, "garbled")
 			b.log.Warn("dropping garbled event", zap.String("reader", jobEventsReader), zap.String("subject", msg.Subject()), zap.Error(err))
 			return
 		}
 		ev, ok := p.(*JobEvent)
+		if !ok && old {
+			return
+		}
 		if !ok {
 			b.drop(jobEventsReader, "refused")
 			b.log.Warn("dropping event", zap.String("reader", jobEventsReader), zap.String("subject", msg.Subject()), zap.String("event", env.ID), zap.String("type", env.Type), zap.Error(errors.New("not a job event")))
 			return
 		}
-		fn(HistoryEntry{Seq: meta.Sequence.Stream, Envelope: env, Event: ev})
+		fn(HistoryEntry{Seq: meta.Sequence.Stream, Envelope: env, Event: ev}, old)
 	})
 	if err != nil {
 		cancel()

@@ -344,6 +344,9 @@ type JobChange struct {
 	ID       string
 	Revision uint64
 	Record   *job.Record
+	// Raw is the record as stored (DecodeRecord reads it), shared: not
+	// to be changed. Nil when the job was deleted, and from WatchFrom.
+	Raw []byte
 }
 
 // Watch calls fn for every stored record, then ready, then for every change
@@ -361,7 +364,7 @@ func (s *JobStore) Watch(ctx context.Context, fn func(JobChange), ready func()) 
 			s.log.Warn("skipping garbled job record", zap.String("job", e.Key), zap.Error(err))
 			return
 		}
-		fn(JobChange{ID: changeID(e.Key, r), Revision: e.Revision, Record: r})
+		fn(JobChange{ID: changeID(e.Key, r), Revision: e.Revision, Record: r, Raw: e.Value})
 	}, ready)
 }
 

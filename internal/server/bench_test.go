@@ -34,6 +34,12 @@ func benchServer(b *testing.B, speed float64) *Server {
 	cfg := testConfig(b.TempDir())
 	cfg.Sim.Speed = speed
 	cfg.Scheduler.ReconcileInterval = job.Duration(15 * time.Second)
+	return startBenchServer(b, cfg)
+}
+
+// startBenchServer starts a server for a benchmark, closed at its end.
+func startBenchServer(b *testing.B, cfg Config) *Server {
+	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := Start(ctx, cfg, benchLogger())

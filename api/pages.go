@@ -1,0 +1,535 @@
+package api
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/job"
+)
+
+// pages is this process's copy, in a file of its own, of every job's
+// history and of every finished job's record, so that an old job's page is
+// read from local disk (most often the kernel's cache of it) rather than
+// asked of the store.
+//
+// Why: a read of an old job asks NATS for messages in blocks it has let
+// go of; it loads each whole block from disk (4 or 8 MB) while holding
+// the stream's isolation lock, which every write to the stream waits on
+// (see the README's sizing, readers). A page of 1,000 old jobs opened at
+// once held the submissions up by as much as a second.
+//
+// The copy is made by following the stores, never written by a request:
+// every job event from the first the stream holds (a sequential replay at
+// start, then each as it is stored), and every finished job's record as
+// the index's watch brings it. It is a cache: its file is unlinked as soon
+// as it is made (it goes with the process) and made again at each start.
+// Until the replay has caught up, and for anything it does not hold,
+// reads go to the store as before.
+//
+// On disk, each event is an entry [previous entry's offset+1 (8 bytes),
+// its length (4)][sequence (8), time (8, Unix ns), the event as JSON],
+// appended as it comes: a job's events form a chain from its newest back,
+// and a history read is one read a step. A record is an entry of its
+// stored bytes. Entries of jobs deleted and records replaced are garbage;
+// when they are more than half the file (and more than compactAt), the
+// live entries are copied to a new file (see compact).
+type pages struct {
+	mu  sync.Mutex
+	dir string
+	cur *pageFile
+	// last is the newest event sequence copied; live is set once the
+	// replay has caught up with the stream.
+	last uint64
+	live atomic.Bool
+	// err is the first write error; from then on nothing is copied and
+	// every read goes to the store.
+	err error
+	// compacting: a new file is being written from cur; the changes
+	// copied meanwhile are kept in since, to be made on it too.
+	compacting bool
+	since      []pageChange
+	compactAt  int64
+	// compacted counts the compactions done; snapshotted, when set, is
+	// called by a compaction once it has taken its snapshot (tests).
+	compacted   int
+	snapshotted func()
+	log         *zap.Logger
+}
+
+// pageFile is one file of the copy and where each job's entries are in it.
+type pageFile struct {
+	f *os.File
+	w *bufio.Writer
+	// size is what has been written (some of it maybe still in w),
+	// flushed what the file holds.
+	size, flushed int64
+	jobs          map[string]pageRef
+	garbage       int64
+	// readers are the reads using the file; a file replaced by a
+	// compaction is closed when the last is done.
+	readers int
+	retired bool
+}
+
+// pageRef is where a job's entries are: its newest event's (off+1, 0 for
+// none), and its record's with the bucket revision it is.
+type pageRef struct {
+	hist, rec       int64
+	recRev          uint64
+	histLen, recLen uint32
+	events          uint32
+	// bytes is the size of all the job's entries.
+	bytes uint32
+	// broken: an event could not be copied (larger than an entry may
+	// be); the job's pages are read from the store.
+	broken bool
+}
+
+// pageChange is an event or a record change copied during a compaction.
+type pageChange struct {
+	seq  uint64
+	at   int64
+	id   string
+	body []byte
+	rec  *events.JobChange
+}
+
+const (
+	eventHeader = 12
+	eventMeta   = 16 // sequence and time
+	// maxPageEntry bounds an event's entry: a stored message is at most a
+	// megabyte (NATS's default), and a chain read never trusts a length
+	// past it.
+	maxPageEntry = 1 << 20
+	// compactAtLeast is the garbage a compaction waits for.
+	compactAtLeast = 64 << 20
+)
+
+// newPages makes the copy's file in dir (the system's temporary directory
+// when empty).
+func newPages(dir string, log *zap.Logger) (*pages, error) {
+	f, err := newPageFile(dir)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &pages{dir: dir, cur: f, compactAt: compactAtLeast, log: log}, nil
+}
+
+func newPageFile(dir string) (*pageFile, error) {
+	f, err := os.CreateTemp(dir, "spotwise-pages-*")
+	if err != nil {
+		return nil, fmt.Errorf("job pages: %w", err)
+	}
+	// Unlinked at once: the file lives as long as the process holds it,
+	// and a process that dies leaves nothing behind.
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("job pages: %w", err)
+	}
+	return &pageFile{f: f, w: bufio.NewWriterSize(f, 256<<10), jobs: map[string]pageRef{}}, nil
+}
+
+// close releases the file; reads go to the store from then on.
+func (p *pages) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err == nil {
+		p.err = errors.New("job pages closed")
+	}
+	p.live.Store(false)
+	p.cur.retire()
+}
+
+// ready says whether reads may come from the copy: it has caught up with
+// the stream and nothing has failed.
+func (p *pages) ready() bool { return p != nil && p.live.Load() }
+
+// caughtUp marks the replay as having caught up with the stream.
+func (p *pages) caughtUp() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err == nil {
+		p.live.Store(true)
+	}
+}
+
+// fail stops the copy at its first error (under p.mu): reads go to the
+// store from then on.
+func (p *pages) fail(err error) {
+	if p.err == nil {
+		p.err = err
+		p.log.Warn("the local copy of job pages stopped; pages are read from the store", zap.Error(err))
+	}
+	p.live.Store(false)
+}
+
+// observe copies one stored job event. Events come in stream order; one
+// already copied is skipped.
+func (p *pages) observe(e events.HistoryEntry) {
+	if e.Event == nil {
+		return
+	}
+	body, err := json.Marshal(e.Event)
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e.Seq <= p.last || p.err != nil {
+		return
+	}
+	p.last = e.Seq
+	c := pageChange{seq: e.Seq, at: e.Envelope.Time.UnixNano(), id: e.Event.JobID, body: body}
+	if err := p.cur.event(c); err != nil {
+		p.fail(err)
+		return
+	}
+	if p.compacting {
+		p.since = append(p.since, c)
+	}
+}
+
+// record copies a finished job's record as stored at its revision; any
+// other change drops the copy of the job's record (reads of live jobs go
+// to the store, where they are kept in memory), a deletion all of the
+// job's entries.
+func (p *pages) record(c events.JobChange) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return
+	}
+	if err := p.cur.record(c); err != nil {
+		p.fail(err)
+		return
+	}
+	if p.compacting {
+		p.since = append(p.since, pageChange{rec: &c})
+		return
+	}
+	if f := p.cur; f.garbage > p.compactAt && f.garbage > f.size/2 {
+		p.compacting = true
+		go p.compact()
+	}
+}
+
+// event appends one event's entry to its job's chain.
+func (f *pageFile) event(c pageChange) error {
+	ref := f.jobs[c.id]
+	if eventHeader+eventMeta+len(c.body) > maxPageEntry || ref.broken {
+		ref.broken = true
+		f.jobs[c.id] = ref
+		return nil
+	}
+	var head [eventHeader + eventMeta]byte
+	binary.LittleEndian.PutUint64(head[0:], uint64(ref.hist))
+	binary.LittleEndian.PutUint32(head[8:], ref.histLen)
+	binary.LittleEndian.PutUint64(head[12:], c.seq)
+	binary.LittleEndian.PutUint64(head[20:], uint64(c.at))
+	off, err := f.write(head[:], c.body)
+	if err != nil {
+		return err
+	}
+	n := len(head) + len(c.body)
+	ref.hist, ref.histLen = off+1, uint32(n)
+	ref.events++
+	ref.bytes += uint32(n)
+	f.jobs[c.id] = ref
+	return nil
+}
+
+// record copies a change of a job's record (see pages.record).
+func (f *pageFile) record(c events.JobChange) error {
+	ref, known := f.jobs[c.ID]
+	if known && c.Revision <= ref.recRev {
+		return nil
+	}
+	if c.Record == nil {
+		// Deleted: its history goes with it (the store's retention
+		// purges it too).
+		f.garbage += int64(ref.bytes)
+		delete(f.jobs, c.ID)
+		return nil
+	}
+	if ref.rec != 0 {
+		f.garbage += int64(ref.recLen)
+		ref.bytes -= ref.recLen
+		ref.rec, ref.recLen = 0, 0
+	}
+	ref.recRev = c.Revision
+	if c.Record.Status.State.Terminal() && len(c.Raw) > 0 {
+		off, err := f.write(c.Raw)
+		if err != nil {
+			return err
+		}
+		ref.rec, ref.recLen = off+1, uint32(len(c.Raw))
+		ref.bytes += uint32(len(c.Raw))
+	}
+	f.jobs[c.ID] = ref
+	return nil
+}
+
+// write appends parts and returns where they start.
+func (f *pageFile) write(parts ...[]byte) (int64, error) {
+	off := f.size
+	for _, b := range parts {
+		n, err := f.w.Write(b)
+		f.size += int64(n)
+		if err != nil {
+			return 0, fmt.Errorf("job pages: %w", err)
+		}
+	}
+	return off, nil
+}
+
+// flush makes sure what was written is in the file, not only in the
+// writer's buffer.
+func (f *pageFile) flush() error {
+	if f.size > f.flushed {
+		if err := f.w.Flush(); err != nil {
+			return fmt.Errorf("job pages: %w", err)
+		}
+		f.flushed = f.size
+	}
+	return nil
+}
+
+// retire closes a file no longer current once no read uses it.
+func (f *pageFile) retire() {
+	f.retired = true
+	if f.readers == 0 {
+		f.f.Close()
+	}
+}
+
+// open returns the current file with a job's entries, flushed up to them,
+// counted as in use until done is called; ok is false when the copy cannot
+// answer for the job.
+func (p *pages) open(id string) (f *pageFile, ref pageRef, ok bool) {
+	if !p.ready() {
+		return nil, ref, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return nil, ref, false
+	}
+	f = p.cur
+	ref = f.jobs[id]
+	if ref.broken {
+		return nil, ref, false
+	}
+	if max(ref.hist-1+int64(ref.histLen), ref.rec-1+int64(ref.recLen)) > f.flushed {
+		if err := f.flush(); err != nil {
+			p.fail(err)
+			return nil, ref, false
+		}
+	}
+	f.readers++
+	return f, ref, true
+}
+
+// done ends a read of f begun by open.
+func (p *pages) done(f *pageFile) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f.readers--
+	if f.retired && f.readers == 0 {
+		f.f.Close()
+	}
+}
+
+// finished returns a finished job's record from the copy when it holds
+// the job's record at revision rev (the one the index has), and the job's
+// newest limit events, oldest first. ok is false when the copy cannot
+// answer: the caller reads the store.
+func (p *pages) finished(id string, rev uint64, limit int) (_ *job.Record, _ []events.HistoryEntry, ok bool) {
+	f, ref, ok := p.open(id)
+	if !ok {
+		return nil, nil, false
+	}
+	defer p.done(f)
+	if ref.rec == 0 || ref.recRev != rev {
+		return nil, nil, false
+	}
+	b := make([]byte, ref.recLen)
+	if _, err := f.f.ReadAt(b, ref.rec-1); err != nil {
+		return nil, nil, false
+	}
+	r, err := events.DecodeRecord(b)
+	if err != nil || r.ID != id {
+		return nil, nil, false
+	}
+	h, err := readChain(f.f, id, ref, limit)
+	if err != nil {
+		return nil, nil, false
+	}
+	return r, h, true
+}
+
+// history returns a job's newest limit events, oldest first, from the
+// copy; ok is false when it cannot answer.
+func (p *pages) history(id string, limit int) (_ []events.HistoryEntry, ok bool) {
+	f, ref, ok := p.open(id)
+	if !ok {
+		return nil, false
+	}
+	defer p.done(f)
+	h, err := readChain(f.f, id, ref, limit)
+	return h, err == nil
+}
+
+// walkChain hands fn a job's newest limit entries (0: all), newest first;
+// the entry is fn's only until it returns.
+func walkChain(f *os.File, ref pageRef, limit int, fn func(i int, entry []byte) error) error {
+	n := int(ref.events)
+	if limit > 0 {
+		n = min(n, limit)
+	}
+	off, size := ref.hist, ref.histLen
+	var buf []byte
+	for i := n - 1; i >= 0; i-- {
+		if off <= 0 || size < eventHeader+eventMeta || size > maxPageEntry {
+			return errors.New("job pages: a chain ends early, or an entry is garbled")
+		}
+		buf = slices.Grow(buf[:0], int(size))[:size]
+		if _, err := f.ReadAt(buf, off-1); err != nil {
+			return err
+		}
+		if err := fn(i, buf); err != nil {
+			return err
+		}
+		off, size = int64(binary.LittleEndian.Uint64(buf[0:])), binary.LittleEndian.Uint32(buf[8:])
+	}
+	return nil
+}
+
+// readChain reads a job's newest limit events from its chain, oldest
+// first, slimmed as the history cache keeps them.
+func readChain(f *os.File, id string, ref pageRef, limit int) ([]events.HistoryEntry, error) {
+	n := int(ref.events)
+	if limit > 0 {
+		n = min(n, limit)
+	}
+	out := make([]events.HistoryEntry, n)
+	evs := make([]events.JobEvent, n)
+	err := walkChain(f, ref, limit, func(i int, buf []byte) error {
+		ev := &evs[i]
+		if err := json.Unmarshal(buf[eventHeader+eventMeta:], ev); err != nil || ev.JobID != id {
+			return errors.New("job pages: a garbled entry")
+		}
+		out[i] = events.HistoryEntry{
+			Seq:      binary.LittleEndian.Uint64(buf[12:]),
+			Envelope: events.Envelope{Time: time.Unix(0, int64(binary.LittleEndian.Uint64(buf[20:]))).UTC()},
+			Event:    ev,
+		}
+		slim(&out[i], id)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// compact copies the live entries of the current file to a new one, each
+// job's together, and makes it current. It reads the old file without
+// holding p.mu (events and records go on being copied to the old file,
+// and kept in since); at the end it makes those changes on the new file
+// too, under p.mu, and swaps. On any error the old file stays.
+func (p *pages) compact() {
+	p.mu.Lock()
+	old := p.cur
+	err := old.flush()
+	snap := maps.Clone(old.jobs)
+	old.readers++
+	p.since = nil
+	hook := p.snapshotted
+	p.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+
+	var nf *pageFile
+	if err == nil {
+		nf, err = newPageFile(p.dir)
+	}
+	var entries [][]byte
+	for id, ref := range snap {
+		if err != nil {
+			break
+		}
+		if ref.broken {
+			nf.jobs[id] = pageRef{broken: true, recRev: ref.recRev}
+			continue
+		}
+		// The job's events, oldest first, each chained again in the new
+		// file; then its record.
+		entries = entries[:0]
+		err = walkChain(old.f, ref, 0, func(_ int, e []byte) error {
+			entries = append(entries, slices.Clone(e))
+			return nil
+		})
+		for i := len(entries) - 1; i >= 0 && err == nil; i-- {
+			e := entries[i]
+			err = nf.event(pageChange{seq: binary.LittleEndian.Uint64(e[12:]), at: int64(binary.LittleEndian.Uint64(e[20:])), id: id, body: e[eventHeader+eventMeta:]})
+		}
+		r := nf.jobs[id]
+		r.recRev = ref.recRev
+		if ref.rec != 0 && err == nil {
+			b := make([]byte, ref.recLen)
+			if _, err = old.f.ReadAt(b, ref.rec-1); err == nil {
+				var off int64
+				off, err = nf.write(b)
+				r.rec, r.recLen, r.bytes = off+1, ref.recLen, r.bytes+ref.recLen
+			}
+		}
+		nf.jobs[id] = r
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.since {
+		if err != nil {
+			break
+		}
+		if c.rec != nil {
+			err = nf.record(*c.rec)
+		} else {
+			err = nf.event(c)
+		}
+	}
+	p.compacting, p.since = false, nil
+	old.readers--
+	if err != nil || p.err != nil {
+		if nf != nil {
+			nf.retire()
+		}
+		if old.retired && old.readers == 0 {
+			old.f.Close()
+		}
+		if err != nil {
+			p.log.Warn("compacting the local copy of job pages", zap.Error(err))
+		}
+		return
+	}
+	p.log.Info("compacted the local copy of job pages", zap.Int64("from_bytes", old.size), zap.Int64("to_bytes", nf.size), zap.Int("jobs", len(nf.jobs)))
+	p.cur = nf
+	p.compacted++
+	old.retire()
+}
