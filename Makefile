@@ -31,7 +31,7 @@ test-short:
 # testdata/fuzz, to be kept as a regression once the bug is fixed. Runs
 # are milliseconds of real NATS each, so minimizing is bounded by count.
 FUZZTIME ?= 1m
-FUZZ_TARGETS := events:FuzzDecode events:FuzzLogRead scheduler:FuzzSchedulerConsumers alerts:FuzzAlertsConsumer api:FuzzNATSSubmit \
+FUZZ_TARGETS := events:FuzzDecode events:FuzzLogRead scheduler:FuzzSchedulerConsumers alerts:FuzzAlertsConsumer api:FuzzNATSSubmit api:FuzzPagesChain \
 	internal/server:FuzzSimControl agent:FuzzAgentControl job:FuzzParse auth:FuzzAuthenticate ledger:FuzzLedgerEntry
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; echo "== $$fn ($$pkg)"; \

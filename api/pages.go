@@ -77,6 +77,8 @@ type pageFile struct {
 	size, flushed int64
 	jobs          map[string]pageRef
 	garbage       int64
+	// max bounds size: a write past it fails (and the copy stops).
+	max int64
 	// readers are the reads using the file; a file replaced by a
 	// compaction is closed when the last is done.
 	readers int
@@ -95,6 +97,9 @@ type pageRef struct {
 	// broken: an event could not be copied (larger than an entry may
 	// be); the job's pages are read from the store.
 	broken bool
+	// keyed: the map's key is the ID of the job's record, which the
+	// listing index keeps too, not an event's copy of it.
+	keyed bool
 }
 
 // pageChange is an event or a record change copied during a compaction.
@@ -119,8 +124,8 @@ const (
 
 // newPages makes the copy's file in dir (the system's temporary directory
 // when empty).
-func newPages(dir string, log *zap.Logger) (*pages, error) {
-	f, err := newPageFile(dir)
+func newPages(dir string, maxBytes int64, log *zap.Logger) (*pages, error) {
+	f, err := newPageFile(dir, maxBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +135,7 @@ func newPages(dir string, log *zap.Logger) (*pages, error) {
 	return &pages{dir: dir, cur: f, compactAt: compactAtLeast, log: log}, nil
 }
 
-func newPageFile(dir string) (*pageFile, error) {
+func newPageFile(dir string, maxBytes int64) (*pageFile, error) {
 	f, err := os.CreateTemp(dir, "spotwise-pages-*")
 	if err != nil {
 		return nil, fmt.Errorf("job pages: %w", err)
@@ -141,7 +146,7 @@ func newPageFile(dir string) (*pageFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("job pages: %w", err)
 	}
-	return &pageFile{f: f, w: bufio.NewWriterSize(f, 256<<10), jobs: map[string]pageRef{}}, nil
+	return &pageFile{f: f, w: bufio.NewWriterSize(f, 256<<10), jobs: map[string]pageRef{}, max: maxBytes}, nil
 }
 
 // close releases the file; reads go to the store from then on.
@@ -184,9 +189,13 @@ func (p *pages) observe(e events.HistoryEntry) {
 	if e.Event == nil {
 		return
 	}
-	body, err := json.Marshal(e.Event)
-	if err != nil {
-		return
+	// The event as stored (the envelope's data), else encoded again.
+	body := []byte(e.Envelope.Data)
+	if len(body) == 0 {
+		var err error
+		if body, err = json.Marshal(e.Event); err != nil {
+			return
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -259,6 +268,11 @@ func (f *pageFile) record(c events.JobChange) error {
 	if known && c.Revision <= ref.recRev {
 		return nil
 	}
+	if known && !ref.keyed && c.Record != nil {
+		// Keyed again by the record's ID: the event's copy goes.
+		delete(f.jobs, c.ID)
+	}
+	ref.keyed = true
 	if c.Record == nil {
 		// Deleted: its history goes with it (the store's retention
 		// purges it too).
@@ -286,7 +300,13 @@ func (f *pageFile) record(c events.JobChange) error {
 
 // write appends parts and returns where they start.
 func (f *pageFile) write(parts ...[]byte) (int64, error) {
-	off := f.size
+	off, n := f.size, int64(0)
+	for _, b := range parts {
+		n += int64(len(b))
+	}
+	if off+n > f.max {
+		return 0, fmt.Errorf("job pages: the copy would pass its %d bytes (page_copy.max_bytes)", f.max)
+	}
 	for _, b := range parts {
 		n, err := f.w.Write(b)
 		f.size += int64(n)
@@ -467,7 +487,7 @@ func (p *pages) compact() {
 
 	var nf *pageFile
 	if err == nil {
-		nf, err = newPageFile(p.dir)
+		nf, err = newPageFile(p.dir, old.max)
 	}
 	var entries [][]byte
 	for id, ref := range snap {
@@ -475,7 +495,7 @@ func (p *pages) compact() {
 			break
 		}
 		if ref.broken {
-			nf.jobs[id] = pageRef{broken: true, recRev: ref.recRev}
+			nf.jobs[id] = pageRef{broken: true, recRev: ref.recRev, keyed: ref.keyed}
 			continue
 		}
 		// The job's events, oldest first, each chained again in the new
@@ -490,7 +510,7 @@ func (p *pages) compact() {
 			err = nf.event(pageChange{seq: binary.LittleEndian.Uint64(e[12:]), at: int64(binary.LittleEndian.Uint64(e[20:])), id: id, body: e[eventHeader+eventMeta:]})
 		}
 		r := nf.jobs[id]
-		r.recRev = ref.recRev
+		r.recRev, r.keyed = ref.recRev, ref.keyed
 		if ref.rec != 0 && err == nil {
 			b := make([]byte, ref.recLen)
 			if _, err = old.f.ReadAt(b, ref.rec-1); err == nil {

@@ -18,12 +18,7 @@ import (
 // (a replay overlapping the live follow) once; an event too large to copy
 // sends the job's reads to the store.
 func TestPagesKeepEachJobsChain(t *testing.T) {
-	p, err := newPages(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.close()
-	p.caughtUp()
+	p := livePages(t, 1<<30)
 	ids := []string{job.NewID(time.Unix(1, 0)), job.NewID(time.Unix(2, 0)), job.NewID(time.Unix(3, 0))}
 	at := time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC)
 	seq := uint64(0)
@@ -86,12 +81,7 @@ func FuzzPagesChain(f *testing.F) {
 // copied while the compaction ran included), the deleted ones are gone,
 // and the file is smaller.
 func TestPagesCompactWhenHalfIsGarbage(t *testing.T) {
-	p, err := newPages(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.close()
-	p.caughtUp()
+	p := livePages(t, 1<<30)
 	p.compactAt = 1 << 10
 	const jobs = 200
 	ids := make([]string, jobs)
@@ -192,4 +182,37 @@ func TestPagesCompactWhenHalfIsGarbage(t *testing.T) {
 			t.Errorf("job %d's record is not kept (%+v)", i, ref)
 		}
 	}
+}
+
+// A copy that would pass its bound stops: its reads go to the store.
+func TestPagesStopAtTheirBound(t *testing.T) {
+	p := livePages(t, 4<<10)
+	id := job.NewID(time.Unix(1, 0))
+	for i := range 100 {
+		p.observe(events.HistoryEntry{Seq: uint64(i + 1), Event: &events.JobEvent{JobID: id, Kind: job.KindProgress, State: job.Running, Message: fmt.Sprint(i)}})
+		if i == 0 {
+			if _, ok := p.history(id, 0); !ok {
+				t.Fatal("a copy under its bound does not answer")
+			}
+		}
+	}
+	if p.ready() {
+		t.Error("a copy past its bound is still read from")
+	}
+	if _, ok := p.history(id, 0); ok {
+		t.Error("a copy past its bound answers")
+	}
+}
+
+// livePages is a copy in a test's directory, bounded by maxBytes, caught
+// up (as after its replay), closed when the test ends.
+func livePages(t *testing.T, maxBytes int64) *pages {
+	t.Helper()
+	p, err := newPages(t.TempDir(), maxBytes, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.close)
+	p.caughtUp()
+	return p
 }

@@ -56,7 +56,7 @@ func TestOldJobsPagesComeFromTheLocalCopy(t *testing.T) {
 		t.Fatal("the local copy never caught up")
 	}
 	uncopied := api.NewService(e.bus, nil, e.clk, nil)
-	uncopied.KeepPagesIn("-")
+	uncopied.KeepPages("", 0)
 	if err := uncopied.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ type Service struct {
 	// pageDir where its file is made.
 	pages   *pages
 	pageDir string
-	noPages bool
+	pageMax int64
 	authn   *auth.Authenticator
 	hub     *hub
 	// market is the price feed's offers, for the dashboard.
@@ -52,7 +52,7 @@ func NewService(bus *events.Bus, vocab job.Vocabulary, clk clock.Clock, log *zap
 	if log == nil {
 		log = zap.NewNop()
 	}
-	s := &Service{bus: bus, jobs: bus.Jobs(), vocab: vocab, clock: clk, log: log, ix: newIndex(), hist: newHistories(4096, 32<<10, 1024, 16<<10)}
+	s := &Service{bus: bus, jobs: bus.Jobs(), vocab: vocab, clock: clk, log: log, ix: newIndex(), hist: newHistories(4096, 32<<10, 1024, 16<<10), pageMax: 8 << 30}
 	s.ix.deleted = s.hist.forget
 	s.ix.recs = newRecords(16 << 10)
 	s.market = newMarket()
@@ -61,23 +61,38 @@ func NewService(bus *events.Bus, vocab job.Vocabulary, clk clock.Clock, log *zap
 	return s
 }
 
-// KeepPagesIn says where the local copy of job pages (see pages) makes its
-// file: dir, rather than the system's temporary directory; "-" keeps no
-// copy (every read asks the store). Called before Start.
-func (s *Service) KeepPagesIn(dir string) {
-	s.pageDir, s.noPages = dir, dir == "-"
+// KeepPages says where the local copy of job pages (see pages) makes its
+// file: dir, rather than the system's temporary directory; and how large
+// it may grow (past it the copy stops and every read asks the store): 0
+// keeps no copy. Called before Start; without it, the copy is made in the
+// temporary directory, up to 8 GiB.
+func (s *Service) KeepPages(dir string, maxBytes int64) {
+	s.pageDir, s.pageMax = dir, maxBytes
 }
 
 // PagesCopied says whether old jobs' pages are read from the local copy
 // (see pages): it is kept, and has caught up with the store since start.
 func (s *Service) PagesCopied() bool { return s.pages.ready() }
 
+// PageCopy is the state of the local copy of job pages: its file's size,
+// and why it stopped (nil while it is kept; an error too when there is no
+// copy).
+func (s *Service) PageCopy() (bytes int64, stopped error) {
+	p := s.pages
+	if p == nil {
+		return 0, errors.New("no copy of job pages is kept")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cur.size, p.err
+}
+
 // Start begins keeping the listing index; it returns once the index holds
 // every stored job.
 func (s *Service) Start(ctx context.Context) error {
 	s.hub.setLife(ctx)
-	if !s.noPages && s.pages == nil {
-		p, err := newPages(s.pageDir, s.log)
+	if s.pageMax > 0 && s.pages == nil {
+		p, err := newPages(s.pageDir, s.pageMax, s.log)
 		if err != nil {
 			// Reads ask the store, as they would without the copy.
 			s.log.Warn("keeping no local copy of job pages", zap.Error(err))
@@ -96,17 +111,17 @@ func (s *Service) Start(ctx context.Context) error {
 	if _, err := s.market.start(ctx, s.bus); err != nil {
 		return err
 	}
-	// Every job event is followed from the start (the history cache keeps
-	// the jobs submitted from now on; event streams share the follower).
-	if err := s.hub.ensureConsumer(); err != nil {
-		return err
-	}
 	select {
 	case <-s.ix.ready:
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	// Every job event is followed from the start (the history cache keeps
+	// the jobs submitted from now on; event streams share the follower),
+	// and the copy of job pages replays the ones before: once the index
+	// has read every record, so that the two loads' garbage does not pile
+	// up at once.
+	return s.hub.ensureConsumer()
 }
 
 // SubmitResult is the outcome of a submission.

@@ -41,6 +41,8 @@ var targets = []target{
 	{"BenchmarkMemory100kQueuedJobs", "settled-rss-MB", 200, "RSS with 100k queued"},
 	{"BenchmarkFinished1M", "list-p99-ms", 50, "list 100 per page, 1M finished"},
 	{"BenchmarkFinished1M", "rss-MB", 400, "RSS with 1M finished"},
+	{"BenchmarkFinished1M", "get-p99-ms", 20, "GET one job, 1M finished, 100 readers"},
+	{"BenchmarkFinished1M", "get-failed", 0, "GETs that failed, 1M finished"},
 }
 
 var benchLine = regexp.MustCompile(`^(Benchmark[^\s-]+)(-\d+)?\s+\d+\s+(.*)$`)

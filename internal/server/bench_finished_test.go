@@ -44,9 +44,13 @@ import (
 // (default 20), list 100 jobs per page: the newest, a team's, a state's
 // (finished ones, and running ones, which are few), and pages deep in the
 // store through the cursor, alone and with those filters. It reports the
-// list latency percentiles, the failed lists and the process's settled
-// RSS while serving. SPOTWISE_BENCH_FINISHED sets the number of jobs
-// (default 1,000,000). The targets are list p99 under 50 ms and RSS under
+// list latency percentiles and the failed lists; then the same readers
+// open the pages of jobs picked at random (GET one job), and it reports
+// those, how long the API's copy of job pages took to catch up (a replay
+// of every job's events, see api/pages.go) with the highest RSS until
+// then, and the process's settled RSS while serving. SPOTWISE_BENCH_FINISHED sets the number of jobs
+// (default 1,000,000); SPOTWISE_BENCH_NO_PAGE_COPY keeps no copy of job
+// pages (to compare). The targets are list p99 under 50 ms and RSS under
 // 400 MB.
 func BenchmarkFinished1M(b *testing.B) {
 	n := 1_000_000
@@ -68,6 +72,9 @@ func BenchmarkFinished1M(b *testing.B) {
 	cfg := testConfig(dir)
 	cfg.Sim.Speed = 1
 	cfg.Scheduler.ReconcileInterval = job.Duration(15 * time.Second)
+	if os.Getenv("SPOTWISE_BENCH_NO_PAGE_COPY") != "" {
+		cfg.PageCopy.MaxBytes = 0 // to measure what the copy costs
+	}
 	peak := watchRSS()
 	started := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -86,7 +93,21 @@ func BenchmarkFinished1M(b *testing.B) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	startTook := time.Since(started)
-	startPeak := peak()
+	startRSS := rssMB()
+	// The API's copy of job pages replays every job's events meanwhile.
+	for deadline := time.Now().Add(10 * time.Minute); cfg.PageCopy.MaxBytes > 0 && !s.api.PagesCopied(); {
+		if _, err := s.api.PageCopy(); err != nil {
+			b.Fatalf("the API's copy of job pages stopped: %v", err)
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the API's copy of job pages did not catch up within 10 minutes")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	copiedTook := time.Since(started)
+	copiedPeak := peak()
+	copied, _ := s.api.PageCopy()
+	b.Logf("the copy of job pages caught up %v after the start began: %d MB", copiedTook.Round(time.Second), copied>>20)
 	l, err := clientOf(s).List(context.Background(), api.Query{Limit: 1})
 	if err != nil || len(l.Jobs) == 0 {
 		b.Fatalf("listing the filled store: %v", err)
@@ -112,6 +133,11 @@ func BenchmarkFinished1M(b *testing.B) {
 		}
 		return fetchFrom(hc, s, q)
 	}
+	// Then each reader opens the page of a job picked at random from the
+	// whole store (almost all of them first reads of long finished jobs).
+	get := func(_ int, rng *rand.Rand) error {
+		return fetchFrom(hc, s, "/v1/jobs/"+sample[rng.IntN(len(sample))])
+	}
 	b.ResetTimer()
 	defer cpuProfile()()
 	for i := 0; b.Loop(); i++ {
@@ -121,10 +147,15 @@ func BenchmarkFinished1M(b *testing.B) {
 		lat, _, failed := poll(100, time.Duration(seconds)*time.Second, list)
 		reportLatency(b, lat, "list-")
 		b.ReportMetric(float64(failed), "list-failed")
+		lat, _, failed = poll(100, time.Duration(seconds)*time.Second, get)
+		reportLatency(b, lat, "get-")
+		b.ReportMetric(float64(failed), "get-failed")
 	}
 	b.StopTimer()
 	b.ReportMetric(startTook.Seconds(), "start-s")
-	b.ReportMetric(startPeak, "start-peak-rss-MB")
+	b.ReportMetric(startRSS, "start-rss-MB")
+	b.ReportMetric(copiedTook.Seconds(), "copied-s")
+	b.ReportMetric(copiedPeak, "copied-peak-rss-MB")
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -367,7 +398,8 @@ func cloneShifted(v reflect.Value, d time.Duration) reflect.Value {
 }
 
 // watchRSS samples the process's RSS every 100 ms until the returned
-// function is called, which returns the highest seen.
+// function is called, which returns the highest seen (and the same again
+// when called again).
 func watchRSS() func() float64 {
 	var top atomic.Int64
 	stop := make(chan struct{})
@@ -387,8 +419,9 @@ func watchRSS() func() float64 {
 			}
 		}
 	}()
+	var once sync.Once
 	return func() float64 {
-		close(stop)
+		once.Do(func() { close(stop) })
 		<-done
 		return float64(top.Load())
 	}

@@ -111,8 +111,9 @@ func (s *Server) start(ctx, rctx context.Context) error {
 	}
 	s.api = api.NewService(bus, cat, s.clock, s.log.Named("api")).WithAuth(authn).WithBudgets(teamBudgets(cfg.Teams))
 	// The local copy of job pages lives beside the embedded store when
-	// there is one (with an external NATS, in the temporary directory).
-	s.api.KeepPagesIn(cfg.DataDir)
+	// there is one (with an external NATS and no data directory, in the
+	// temporary directory).
+	s.api.KeepPages(cmp.Or(cfg.PageCopy.Dir, cfg.DataDir), cfg.PageCopy.MaxBytes)
 	if err := s.startIndex(ctx, rctx); err != nil {
 		return err
 	}
