@@ -27,7 +27,7 @@ type Service struct {
 	log   *zap.Logger
 	ix    *index
 	hist  *histories
-	// pages is the local copy of job pages (nil: none, see KeepPagesIn);
+	// pages is the local copy of job pages (nil: none, see KeepPages);
 	// pageDir where its file is made.
 	pages   *pages
 	pageDir string
