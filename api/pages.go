@@ -61,6 +61,10 @@ type pages struct {
 	compacting bool
 	since      []pageChange
 	compactAt  int64
+	// begun is when the copy began; loaded is set once the index has
+	// loaded the store (records copied after are dated, see pageRef).
+	begun  time.Time
+	loaded atomic.Bool
 	// compacted counts the compactions done; snapshotted, when set, is
 	// called by a compaction once it has taken its snapshot (tests).
 	compacted   int
@@ -100,15 +104,23 @@ type pageRef struct {
 	// keyed: the map's key is the ID of the job's record, which the
 	// listing index keeps too, not an event's copy of it.
 	keyed bool
+	// recAt is when the record was copied: recInitial while the index
+	// was loading the store at start, else 2 + seconds since the copy
+	// began (see settledFor).
+	recAt uint32
 }
+
+// recInitial marks a record copied while the store was being loaded.
+const recInitial = 1
 
 // pageChange is an event or a record change copied during a compaction.
 type pageChange struct {
-	seq  uint64
-	at   int64
-	id   string
-	body []byte
-	rec  *events.JobChange
+	seq   uint64
+	at    int64
+	id    string
+	body  []byte
+	rec   *events.JobChange
+	recAt uint32
 }
 
 const (
@@ -132,7 +144,7 @@ func newPages(dir string, maxBytes int64, log *zap.Logger) (*pages, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &pages{dir: dir, cur: f, compactAt: compactAtLeast, log: log}, nil
+	return &pages{dir: dir, cur: f, compactAt: compactAtLeast, log: log, begun: time.Now()}, nil
 }
 
 func newPageFile(dir string, maxBytes int64) (*pageFile, error) {
@@ -223,12 +235,16 @@ func (p *pages) record(c events.JobChange) {
 	if p.err != nil {
 		return
 	}
-	if err := p.cur.record(c); err != nil {
+	at := uint32(recInitial)
+	if p.loaded.Load() {
+		at = 2 + uint32(time.Since(p.begun)/time.Second)
+	}
+	if err := p.cur.record(c, at); err != nil {
 		p.fail(err)
 		return
 	}
 	if p.compacting {
-		p.since = append(p.since, pageChange{rec: &c})
+		p.since = append(p.since, pageChange{rec: &c, recAt: at})
 		return
 	}
 	if f := p.cur; f.garbage > p.compactAt && f.garbage > f.size/2 {
@@ -262,8 +278,9 @@ func (f *pageFile) event(c pageChange) error {
 	return nil
 }
 
-// record copies a change of a job's record (see pages.record).
-func (f *pageFile) record(c events.JobChange) error {
+// record copies a change of a job's record (see pages.record), made at
+// at (see pageRef.recAt).
+func (f *pageFile) record(c events.JobChange, at uint32) error {
 	ref, known := f.jobs[c.ID]
 	if known && c.Revision <= ref.recRev {
 		return nil
@@ -285,7 +302,7 @@ func (f *pageFile) record(c events.JobChange) error {
 		ref.bytes -= ref.recLen
 		ref.rec, ref.recLen = 0, 0
 	}
-	ref.recRev = c.Revision
+	ref.recRev, ref.recAt = c.Revision, at
 	if c.Record.Status.State.Terminal() && len(c.Raw) > 0 {
 		off, err := f.write(c.Raw)
 		if err != nil {
@@ -378,13 +395,13 @@ func (p *pages) done(f *pageFile) {
 // the job's record at revision rev (the one the index has), and the job's
 // newest limit events, oldest first. ok is false when the copy cannot
 // answer: the caller reads the store.
-func (p *pages) finished(id string, rev uint64, limit int) (_ *job.Record, _ []events.HistoryEntry, ok bool) {
+func (p *pages) finished(id string, rev uint64, limit int, settled func(*job.Record) bool) (_ *job.Record, _ []events.HistoryEntry, ok bool) {
 	f, ref, ok := p.open(id)
 	if !ok {
 		return nil, nil, false
 	}
 	defer p.done(f)
-	if ref.rec == 0 || ref.recRev != rev {
+	if ref.rec == 0 || ref.recRev != rev || (ref.recAt != recInitial && !p.settledFor(ref)) {
 		return nil, nil, false
 	}
 	b := make([]byte, ref.recLen)
@@ -392,7 +409,7 @@ func (p *pages) finished(id string, rev uint64, limit int) (_ *job.Record, _ []e
 		return nil, nil, false
 	}
 	r, err := events.DecodeRecord(b)
-	if err != nil || r.ID != id {
+	if err != nil || r.ID != id || !settled(r) {
 		return nil, nil, false
 	}
 	h, err := readChain(f.f, id, ref, limit)
@@ -402,14 +419,37 @@ func (p *pages) finished(id string, rev uint64, limit int) (_ *job.Record, _ []e
 	return r, h, true
 }
 
+// settledFor says a record copied after the store was loaded has stayed
+// the job's for settleAfter (wall time): the job's last events, stored
+// after its record changed, have reached the copy, however far behind the
+// store its follower ran. (The jobs' clock alone does not say it: the
+// simulated cloud's runs many times faster.)
+func (p *pages) settledFor(ref pageRef) bool {
+	return ref.recAt > recInitial && time.Since(p.begun)-time.Duration(ref.recAt-2)*time.Second >= settleAfter
+}
+
 // history returns a job's newest limit events, oldest first, from the
-// copy; ok is false when it cannot answer.
-func (p *pages) history(id string, limit int) (_ []events.HistoryEntry, ok bool) {
+// copy, when it holds the job's record and that has settled (jobSettled
+// says the job finished long enough ago by the jobs' clock, which is what
+// counts for a record copied while the store was being loaded); ok is
+// false when it cannot answer.
+func (p *pages) history(id string, limit int, jobSettled bool) (_ []events.HistoryEntry, ok bool) {
+	return p.chain(id, limit, func(ref pageRef) bool {
+		return ref.rec != 0 && (ref.recAt == recInitial && jobSettled || p.settledFor(ref))
+	})
+}
+
+// chain reads a job's newest limit events, oldest first, if the copy
+// holds the job's as when is true of; ok is false when it cannot answer.
+func (p *pages) chain(id string, limit int, when func(pageRef) bool) (_ []events.HistoryEntry, ok bool) {
 	f, ref, ok := p.open(id)
 	if !ok {
 		return nil, false
 	}
 	defer p.done(f)
+	if !when(ref) {
+		return nil, false
+	}
 	h, err := readChain(f.f, id, ref, limit)
 	return h, err == nil
 }
@@ -510,7 +550,7 @@ func (p *pages) compact() {
 			err = nf.event(pageChange{seq: binary.LittleEndian.Uint64(e[12:]), at: int64(binary.LittleEndian.Uint64(e[20:])), id: id, body: e[eventHeader+eventMeta:]})
 		}
 		r := nf.jobs[id]
-		r.recRev, r.keyed = ref.recRev, ref.keyed
+		r.recRev, r.keyed, r.recAt = ref.recRev, ref.keyed, ref.recAt
 		if ref.rec != 0 && err == nil {
 			b := make([]byte, ref.recLen)
 			if _, err = old.f.ReadAt(b, ref.rec-1); err == nil {
@@ -529,7 +569,7 @@ func (p *pages) compact() {
 			break
 		}
 		if c.rec != nil {
-			err = nf.record(*c.rec)
+			err = nf.record(*c.rec, c.recAt)
 		} else {
 			err = nf.event(c)
 		}

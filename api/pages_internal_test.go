@@ -30,7 +30,7 @@ func TestPagesKeepEachJobsChain(t *testing.T) {
 		p.observe(e) // again: ignored
 	}
 	for j, id := range ids {
-		h, ok := p.history(id, 40)
+		h, ok := p.chain(id, 40, anyRef)
 		if !ok || len(h) != 40 {
 			t.Fatalf("job %d: %d events (ok %v), want its newest 40", j, len(h), ok)
 		}
@@ -43,10 +43,10 @@ func TestPagesKeepEachJobsChain(t *testing.T) {
 	}
 	big := events.HistoryEntry{Seq: seq + 1, Event: &events.JobEvent{JobID: ids[0], Kind: job.KindProgress, State: job.Running, Message: strings.Repeat("x", maxPageEntry)}}
 	p.observe(big)
-	if _, ok := p.history(ids[0], 40); ok {
+	if _, ok := p.chain(ids[0], 40, anyRef); ok {
 		t.Error("a job with an event too large to copy is read from the copy")
 	}
-	if _, ok := p.history(ids[1], 40); !ok {
+	if _, ok := p.chain(ids[1], 40, anyRef); !ok {
 		t.Error("another job's reads stopped coming from the copy")
 	}
 }
@@ -163,7 +163,7 @@ func TestPagesCompactWhenHalfIsGarbage(t *testing.T) {
 			}
 			continue
 		}
-		h, ok := p.history(id, 0)
+		h, ok := p.chain(id, 0, anyRef)
 		var got []string
 		for _, e := range h {
 			got = append(got, e.Event.Message)
@@ -178,7 +178,7 @@ func TestPagesCompactWhenHalfIsGarbage(t *testing.T) {
 		if !ok || fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("job %d reads %v (ok %v), want %v", i, got, ok, want)
 		}
-		if r, _, ok := p.finished(id, uint64(i+1), 0); !ok || r.ID != id {
+		if r, _, ok := p.finished(id, uint64(i+1), 0, func(*job.Record) bool { return true }); !ok || r.ID != id {
 			t.Errorf("job %d's record is not kept (%+v)", i, ref)
 		}
 	}
@@ -191,7 +191,7 @@ func TestPagesStopAtTheirBound(t *testing.T) {
 	for i := range 100 {
 		p.observe(events.HistoryEntry{Seq: uint64(i + 1), Event: &events.JobEvent{JobID: id, Kind: job.KindProgress, State: job.Running, Message: fmt.Sprint(i)}})
 		if i == 0 {
-			if _, ok := p.history(id, 0); !ok {
+			if _, ok := p.chain(id, 0, anyRef); !ok {
 				t.Fatal("a copy under its bound does not answer")
 			}
 		}
@@ -199,7 +199,7 @@ func TestPagesStopAtTheirBound(t *testing.T) {
 	if p.ready() {
 		t.Error("a copy past its bound is still read from")
 	}
-	if _, ok := p.history(id, 0); ok {
+	if _, ok := p.chain(id, 0, anyRef); ok {
 		t.Error("a copy past its bound answers")
 	}
 }
@@ -216,3 +216,6 @@ func livePages(t *testing.T, maxBytes int64) *pages {
 	p.caughtUp()
 	return p
 }
+
+// anyRef takes whatever the copy holds of a job.
+func anyRef(pageRef) bool { return true }

@@ -18,7 +18,8 @@ import (
 // it since: the same pages the store would give (the newest 500 events of
 // a long history), still whole when the store has lost the history, and
 // current when a finished job's record changes. A job that finished a
-// moment ago, and one still running, are read from the store, so a change
+// moment ago, one still running, and one whose record changed lately
+// (whatever the jobs' clock says), are read from the store, so a change
 // just made shows at once.
 func TestOldJobsPagesComeFromTheLocalCopy(t *testing.T) {
 	e := newEnv(t)
@@ -132,7 +133,10 @@ func TestOldJobsPagesComeFromTheLocalCopy(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if len(v.Events) != 6 {
-		t.Errorf("after the change the page shows %d events, want the 6 the copy holds", len(v.Events))
+	// A record that changed lately is read with its history from the
+	// store (the job's last events may still be on their way to the copy,
+	// whatever the jobs' clock says): here the store has lost it.
+	if len(v.Events) != 0 {
+		t.Errorf("after the change the page shows %d events: the copy's, not the store's", len(v.Events))
 	}
 }

@@ -116,6 +116,9 @@ func (s *Service) Start(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if s.pages != nil {
+		s.pages.loaded.Store(true)
+	}
 	// Every job event is followed from the start (the history cache keeps
 	// the jobs submitted from now on; event streams share the follower),
 	// and the copy of job pages replays the ones before: once the index
@@ -241,10 +244,10 @@ func (s *Service) Get(ctx context.Context, id string) (*JobView, error) {
 		if !p.Can(auth.ReadJobs, rec.Spec.Team) {
 			return nil, errNotFound(id)
 		}
-		return s.viewSettled(ctx, rec, s.settled(rec) || time.Since(since) > settleAfter)
+		return s.viewSettled(ctx, rec, time.Since(since) > settleAfter)
 	}
 	if rev, ok := s.ix.revOf(id); ok {
-		if rec, h, ok := s.pages.finished(id, rev, historyLimit); ok && s.settled(rec) {
+		if rec, h, ok := s.pages.finished(id, rev, historyLimit, s.settled); ok {
 			s.ix.cache(rec, rev)
 			if !p.Can(auth.ReadJobs, rec.Spec.Team) {
 				return nil, errNotFound(id)
@@ -261,7 +264,7 @@ func (s *Service) Get(ctx context.Context, id string) (*JobView, error) {
 	}
 	hc := make(chan read, 1)
 	go func() {
-		h, err := s.history(ctx, id, false)
+		h, err := s.hist.read(ctx, s.bus, id, false)
 		hc <- read{h, err}
 	}()
 	rec, rev, err := s.jobs.Read(ctx, id)
@@ -310,25 +313,17 @@ func (s *Service) view(ctx context.Context, rec *job.Record) (*JobView, error) {
 // viewSettled is view; settled says the job has been finished, unchanged,
 // long enough for its history to be complete.
 func (s *Service) viewSettled(ctx context.Context, rec *job.Record, settled bool) (*JobView, error) {
-	history, err := s.history(ctx, rec.ID, settled)
+	var history []events.HistoryEntry
+	var err error
+	if h, ok := s.pages.history(rec.ID, historyLimit, s.settled(rec)); ok {
+		history = h
+	} else {
+		history, err = s.hist.read(ctx, s.bus, rec.ID, settled)
+	}
 	if err != nil {
 		s.log.Warn("reading job history", zap.String("job", rec.ID), zap.Error(err))
 	}
 	return s.viewOf(ctx, rec, history), nil
-}
-
-// history is a job's newest historyLimit events, oldest first: a settled
-// job's (see histories.read) from the local copy when it has caught up,
-// any other from the history cache and the store. (The copy lags the
-// store by the time an event takes to reach it: a job that has just
-// changed, a view just written, is read where it was written.)
-func (s *Service) history(ctx context.Context, id string, settled bool) ([]events.HistoryEntry, error) {
-	if settled {
-		if h, ok := s.pages.history(id, historyLimit); ok {
-			return h, nil
-		}
-	}
-	return s.hist.read(ctx, s.bus, id, settled)
 }
 
 // settled says a job finished more than settleAfter ago, by the jobs'

@@ -178,7 +178,7 @@ func (s *Service) jobEventsHTTP(w http.ResponseWriter, r *http.Request) {
 // terminalSent reports whether a job's history up to sequence last holds
 // the event of its end (a resume after it has nothing more to wait for).
 func (s *Service) terminalSent(ctx context.Context, id string, last uint64) bool {
-	hist, err := s.history(ctx, id, false)
+	hist, err := s.hist.read(ctx, s.bus, id, false)
 	if err != nil {
 		return false
 	}
