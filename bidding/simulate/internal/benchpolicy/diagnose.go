@@ -48,11 +48,12 @@ func (t tracing) Decide(s bidding.PolicyState) bidding.Choice {
 type breakdown struct {
 	spot, onDemand, change, egress, total float64
 	idleH, spotH, odH                     float64
+	leftH                                 float64 // slack left at the finish
 	moves                                 int
 	plan                                  string
 }
 
-func split(m *simulate.Market, start int, o simulate.Outcome) breakdown {
+func split(m *simulate.Market, start, deadline int, o simulate.Outcome) breakdown {
 	var b breakdown
 	h := m.Step.Hours()
 	var runs []string
@@ -92,13 +93,14 @@ func split(m *simulate.Market, start int, o simulate.Outcome) breakdown {
 	b.egress = o.Egress.Dollars()
 	b.total = o.Cost.Dollars()
 	b.moves = o.Moves
+	b.leftH = float64(deadline-o.Finish) * h
 	b.plan = strings.Join(runs, " ")
 	return b
 }
 
 func (b breakdown) line() string {
-	return fmt.Sprintf("$%7.2f = spot $%6.2f (%5.1fh) + od $%6.2f (%4.1fh) + egress $%5.2f; changeovers $%5.2f; idle %4.1fh; moves %d",
-		b.total, b.spot, b.spotH, b.onDemand, b.odH, b.egress, b.change, b.idleH, b.moves)
+	return fmt.Sprintf("$%7.2f = spot $%6.2f (%5.1fh) + od $%6.2f (%4.1fh) + egress $%5.2f; changeovers $%5.2f; idle %4.1fh; moves %d; finished %.1fh early",
+		b.total, b.spot, b.spotH, b.onDemand, b.odH, b.egress, b.change, b.idleH, b.moves, b.leftH)
 }
 
 // diagnose prints the diagnosis of the sets named in only (all when
@@ -155,10 +157,10 @@ func diagnose(root string, only []string, fractions []float64, jobHours, changeo
 					sem <- struct{}{}
 					defer func() { <-sem }()
 					out := m.Run(bidding.Spotwise{}, tk, s, m.Observe(0, s), true)
-					sw[k] = split(m, s, out)
+					sw[k] = split(m, s, tk.Deadline, out)
 					o, err := m.Optimal(tk, s, true)
 					if err == nil {
-						opt[k] = split(m, s, o)
+						opt[k] = split(m, s, tk.Deadline, o)
 					}
 				})
 			}
@@ -167,11 +169,11 @@ func diagnose(root string, only []string, fractions []float64, jobHours, changeo
 				var a breakdown
 				for _, b := range bs {
 					a.spot, a.onDemand, a.change, a.egress, a.total = a.spot+b.spot, a.onDemand+b.onDemand, a.change+b.change, a.egress+b.egress, a.total+b.total
-					a.idleH, a.spotH, a.odH, a.moves = a.idleH+b.idleH, a.spotH+b.spotH, a.odH+b.odH, a.moves+b.moves
+					a.idleH, a.spotH, a.odH, a.moves, a.leftH = a.idleH+b.idleH, a.spotH+b.spotH, a.odH+b.odH, a.moves+b.moves, a.leftH+b.leftH
 				}
 				n := float64(len(bs))
 				a.spot, a.onDemand, a.change, a.egress, a.total = a.spot/n, a.onDemand/n, a.change/n, a.egress/n, a.total/n
-				a.idleH, a.spotH, a.odH = a.idleH/n, a.spotH/n, a.odH/n
+				a.idleH, a.spotH, a.odH, a.leftH = a.idleH/n, a.spotH/n, a.odH/n, a.leftH/n
 				a.moves = int(float64(a.moves)/n + 0.5)
 				return a
 			}
