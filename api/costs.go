@@ -156,8 +156,8 @@ func (s *Service) Costs(ctx context.Context, q CostQuery) (*CostSeries, error) {
 				return true
 			}
 			g := spendSegment{from: r.Start, to: r.End, hourly: r.Price, total: r.Cost, dims: r.Dims, job: r.JobID}
-			if out.add(q, g, n, now) && r.JobID != "" {
-				jobs[r.JobID] = true
+			if out.add(q, g, n, now) && r.JobID != "" && !jobs[r.JobID] {
+				jobs[strings.Clone(r.JobID)] = true // the row's strings are its own only for the call
 			}
 			return true
 		})
@@ -327,6 +327,7 @@ func (c *CostSeries) keyOf(d *ledger.Dims, jobID, team string) string {
 func (c *CostSeries) group(key string, n int) *CostGroup {
 	i, ok := c.byKey[key]
 	if !ok {
+		key = strings.Clone(key) // it may be a ledger row's, which is its own only for the call
 		i = len(c.Groups)
 		c.byKey[key] = i
 		c.Groups = append(c.Groups, CostGroup{Key: key, Series: make([]money.Micros, n)})

@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -264,5 +266,44 @@ func TestTeamSpendIsTheMonthsLedgerAndWhatRunsSince(t *testing.T) {
 	}
 	if got := s.TeamSpend("search", march); got != 0 {
 		t.Errorf("a team with no jobs spent %s", got)
+	}
+}
+
+// A report grouped by job over a ledger view whose charges are in its file
+// (read back chunk by chunk into a reused buffer) keeps every job's key
+// and total as they were billed.
+func TestCostsByJobFromASpilledLedger(t *testing.T) {
+	now := time.Date(2031, 3, 14, 18, 0, 0, 0, time.UTC)
+	v := ledger.NewView(zaptest.NewLogger(t))
+	if err := v.SpillTo(t.TempDir(), 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	const jobs, each = 12_000, 6 // about 4 MB of charges: several chunks
+	want := map[string]money.Micros{}
+	for i := range jobs * each {
+		id := fmt.Sprintf("job-%06d", i/each)
+		start := now.Add(-5*time.Hour + time.Duration(i%each)*time.Minute)
+		e := ledger.Entry{ID: fmt.Sprintf("%s/a1/i-%08x/%d", id, i, i%each), Kind: ledger.Usage, Start: start, End: start.Add(time.Minute),
+			PricePerHour: 60_000_000, Quantity: 1.0 / 60, Unit: "Hours", Cost: 1_000_000 + money.Micros(i%each), Provider: "aws", Region: "us-east-1",
+			Purchase: "spot", Instance: fmt.Sprintf("i-%08x", i), JobID: id, Attempt: 1, Team: "vision", RecordedAt: start.Add(time.Minute)}
+		v.Add(e)
+		want[id] += e.Cost
+	}
+	if spilled, inMemory := v.Spilled(); spilled < 3<<20 || inMemory != 1 {
+		t.Fatalf("the view spilled %d bytes and keeps %d chunks in memory", spilled, inMemory)
+	}
+	s := (&Service{ix: newIndex(), clock: clock.NewFake(now)}).WithLedger(v)
+	op := auth.WithPrincipal(context.Background(), auth.System("test"))
+	c, err := s.Costs(op, CostQuery{GroupBy: "job", From: now.Add(-6 * time.Hour), To: now, Bucket: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]money.Micros{}
+	for _, g := range c.Groups {
+		got[g.Key] += g.Total
+	}
+	if c.Jobs != jobs || !maps.Equal(got, want) {
+		t.Fatalf("%d jobs billed in %d groups; want %d, each as billed (job-000000: %s, want %s)", c.Jobs, len(got), jobs, got["job-000000"], want["job-000000"])
 	}
 }

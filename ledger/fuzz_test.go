@@ -25,7 +25,7 @@ func FuzzLedgerEntry(f *testing.F) {
 	f.Add([]byte(`{"id":"j/a1/i-1/0","kind":"usage","start":"2999-12-31T23:00:00Z","end":"2999-12-31T23:59:59.999999999Z","price_per_hour":1,"cost":1,"job_id":"j","instance":"i-1","gpus":8,"gpu":"A100","recorded_at":"2026-12-01T01:00:00Z"}`))
 	f.Add([]byte(`not json`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		v := NewView(zap.NewNop())
+		v := NewView(zap.NewNop()).KeepJobTotals()
 		v.take(events.LedgerMsg{Seq: 1, Subject: "spotwise.ledger.job.j", Data: data})
 		v.take(events.LedgerMsg{Seq: 2, Subject: "spotwise.ledger.job.j", Data: data})
 		rows := 0

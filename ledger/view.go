@@ -18,27 +18,32 @@ import (
 
 // View is every server's copy of the ledger, kept current by following its
 // stream: the charges, compactly, for the cost reports, each team's spend
-// per calendar month for its budget, and running totals for the metrics.
+// per calendar month for its budget, and running totals for the metrics;
+// each job's total only when asked for (KeepJobTotals: the server has no
+// use for it, and with a million finished jobs it would cost tens of MB).
 //
 // A million finished jobs leave millions of charges, so the view does not
 // keep them as structs: each is encoded once into an append-only arena of
 // byte chunks (about eighty bytes a charge: its ID, the job and instance
 // as parts of the ID where they are, times and money as varints, its
 // dimensions as an index into the few distinct sets), and Each decodes
-// them one at a time. The strings Each hands out point into the arena,
-// which is never written over: they may be kept.
+// them one at a time. With SpillTo, every full chunk is written to a file
+// of the view's own and dropped from memory (the chunk being filled
+// stays), and Each reads the chunks back one at a time: the charges cost
+// disk, not memory.
 type View struct {
 	log *zap.Logger
 
 	mu      sync.RWMutex
-	chunks  [][]byte
+	chunks  [][]byte // nil once spilled
 	rows    int
+	spill   *spillFile
 	dims    []*Dims
 	dimsIx  map[*Dims]uint32
 	months  map[teamMonth]money.Micros
 	totals  map[SpendKey]money.Micros
 	owed    map[SpendKey]money.Micros
-	byJob   map[string]money.Micros
+	byJob   map[string]money.Micros // nil unless KeepJobTotals
 	garbled int
 	ready   chan struct{}
 	scratch []byte
@@ -91,7 +96,18 @@ type teamMonth struct {
 // NewView returns an empty view; Follow fills it.
 func NewView(log *zap.Logger) *View {
 	return &View{log: log, months: map[teamMonth]money.Micros{}, totals: map[SpendKey]money.Micros{}, owed: map[SpendKey]money.Micros{},
-		byJob: map[string]money.Micros{}, dimsIx: map[*Dims]uint32{}, ready: make(chan struct{})}
+		dimsIx: map[*Dims]uint32{}, ready: make(chan struct{})}
+}
+
+// KeepJobTotals makes the view keep each job's total for JobTotal; call it
+// before Follow or Add. It returns v.
+func (v *View) KeepJobTotals() *View {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.byJob == nil {
+		v.byJob = map[string]money.Micros{}
+	}
+	return v
 }
 
 // Follow reads the ledger into the view and keeps it current until stop;
@@ -153,7 +169,7 @@ func (v *View) Add(e Entry) {
 	start, end := e.Start.UTC(), e.End.UTC()
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	jobID := v.store(&e, dims)
+	v.store(&e, dims)
 	// The totals only grow: a reversal is owed, and taken from the next
 	// charge of the same key (which a reversal's new version is).
 	k := SpendKey{dims.Team, dims.Provider, dims.Purchase}
@@ -164,8 +180,11 @@ func (v *View) Add(e Entry) {
 		v.owed[k] -= pay
 		v.totals[k] += e.Cost - pay
 	}
-	if jobID != "" {
-		v.byJob[jobID] += e.Cost
+	if e.JobID != "" && v.byJob != nil {
+		if _, ok := v.byJob[e.JobID]; !ok {
+			e.JobID = strings.Clone(e.JobID)
+		}
+		v.byJob[e.JobID] += e.Cost
 	}
 	// The row's cost by calendar month, cut exactly at month edges.
 	r := Row{Start: start, End: end, Price: e.PricePerHour, Cost: e.Cost}
@@ -193,9 +212,8 @@ const (
 	reversesInline             // Reverses follows
 )
 
-// store appends e to the arena, under v.mu, and returns its job's ID as
-// the arena holds it.
-func (v *View) store(e *Entry, dims *Dims) string {
+// store appends e to the arena, under v.mu.
+func (v *View) store(e *Entry, dims *Dims) {
 	di, ok := v.dimsIx[dims]
 	if !ok {
 		di = uint32(len(v.dims))
@@ -246,18 +264,14 @@ func (v *View) store(e *Entry, dims *Dims) string {
 
 	last := len(v.chunks) - 1
 	if last < 0 || len(v.chunks[last])+len(b) > cap(v.chunks[last]) {
+		if last >= 0 && v.spill != nil && !v.spill.stopped {
+			v.spillChunk(last)
+		}
 		v.chunks = append(v.chunks, make([]byte, 0, max(chunkSize, len(b))))
 		last++
 	}
-	at := len(v.chunks[last])
 	v.chunks[last] = append(v.chunks[last], b...)
 	v.rows++
-	if flags&(jobInID|jobInline) == 0 {
-		return ""
-	}
-	var r Row
-	v.decode(v.chunks[last][at:], &r)
-	return r.JobID
 }
 
 func appendString(b []byte, s string) []byte {
@@ -372,20 +386,40 @@ func (v *View) Totals() map[SpendKey]money.Micros {
 }
 
 // JobTotal is what the ledger bills a job so far: the sum of its entries.
+// It panics unless the view keeps job totals (KeepJobTotals).
 func (v *View) JobTotal(jobID string) money.Micros {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
+	if v.byJob == nil {
+		panic("ledger: JobTotal of a view that does not keep job totals (KeepJobTotals)")
+	}
 	return v.byJob[jobID]
 }
 
 // Each calls fn, under the view's read lock, with every row that bills
 // something in [from, to) (a one-off charge: made then), until fn returns
-// false. The row is fn's only for the call (its strings may be kept).
+// false. The row and its strings are fn's only for the call: a spilled
+// chunk is read into a buffer the next chunk overwrites, so fn clones
+// what it keeps (Entry does).
 func (v *View) Each(from, to time.Time, fn func(*Row) bool) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	var r Row
-	for _, c := range v.chunks {
+	var buf []byte
+	for i, c := range v.chunks {
+		if c == nil {
+			if buf == nil {
+				buf = spillBuffers.Get().([]byte)
+				defer spillBuffers.Put(buf)
+			}
+			var err error
+			if c, err = v.spill.read(i, buf); err != nil {
+				// The view's own file: the report goes on without the
+				// chunk, said loudly.
+				v.log.Error("reading the ledger view's spilled charges", zap.Int("chunk", i), zap.Error(err))
+				continue
+			}
+		}
 		for at := 0; at < len(c); {
 			at += v.decode(c[at:], &r)
 			if r.End.Equal(r.Start) {
@@ -411,9 +445,26 @@ func (v *View) Len() int {
 
 // Entry is the row as an entry (its job's name and labels are not kept).
 func (r *Row) Entry() Entry {
+	id := strings.Clone(r.ID)
+	r = &Row{ID: id, Reverses: clonePart(id, r.ID, r.Reverses), Instance: clonePart(id, r.ID, r.Instance), JobID: clonePart(id, r.ID, r.JobID),
+		Start: r.Start, End: r.End, Price: r.Price, Cost: r.Cost, ListCost: r.ListCost, Quantity: r.Quantity, Attempt: r.Attempt,
+		Recorded: r.Recorded, Dims: r.Dims}
 	return Entry{ID: r.ID, Kind: r.Kind, Category: r.Category, Reverses: r.Reverses, Start: r.Start, End: r.End,
 		PricePerHour: r.Price, Quantity: r.Quantity, Unit: r.Unit, Cost: r.Cost, ListCost: r.ListCost,
 		Provider: r.Provider, Region: r.Region, Zone: r.Zone, InstanceType: r.InstanceType, Purchase: r.Purchase,
 		GPU: r.GPU, GPUs: r.GPUs, Instance: r.Instance, Reservation: r.Reservation, JobID: r.JobID, Attempt: r.Attempt, Team: r.Team,
 		RecordedAt: r.Recorded}
+}
+
+// clonePart is part, a string of a row read from the arena, as a string
+// that outlives the read: a substring of the row's ID (from, cloned as id)
+// where it is one, else a copy.
+func clonePart(id, from, part string) string {
+	if part == "" {
+		return ""
+	}
+	if i := strings.Index(from, part); i >= 0 {
+		return id[i : i+len(part)]
+	}
+	return strings.Clone(part)
 }

@@ -27,7 +27,7 @@ func viewEntry(i int) Entry {
 // Rows across many of the arena's chunks read back as they were added,
 // in order, and the per-job and per-team figures sum them.
 func TestViewKeepsEveryRowAcrossChunks(t *testing.T) {
-	v := NewView(zap.NewNop())
+	v := NewView(zap.NewNop()).KeepJobTotals()
 	const n = 40_000 // several chunks
 	var want money.Micros
 	for i := range n {
@@ -54,6 +54,14 @@ func TestViewKeepsEveryRowAcrossChunks(t *testing.T) {
 	if c := v.JobTotal("job-00000001"); c != viewEntry(3).Cost+viewEntry(4).Cost+viewEntry(5).Cost {
 		t.Fatalf("job-00000001 totals %s", c)
 	}
+	// A server's view keeps no total per job.
+	plain := NewView(zap.NewNop())
+	for i := range 100 {
+		plain.Add(viewEntry(i))
+	}
+	if plain.byJob != nil || plain.Len() != 100 {
+		t.Fatalf("a view not asked to keep job totals holds %d of them (and %d rows)", len(plain.byJob), plain.Len())
+	}
 	var teams money.Micros
 	for k, c := range v.Totals() {
 		if k.Provider != "aws" || k.Purchase != "spot" {
@@ -71,6 +79,63 @@ func TestViewKeepsEveryRowAcrossChunks(t *testing.T) {
 	v.Each(from, to, func(r *Row) bool { in++; return true })
 	if in != 1000+89 {
 		t.Fatalf("%d rows bill in [row 1000's start, row 2000's), want 1089", in)
+	}
+}
+
+// A view that spills keeps only the chunk it fills in memory and reads
+// every row back as it was added, in order, also past its file's bound
+// (where chunks stay in memory) and with entries kept from earlier reads
+// unchanged by later ones.
+func TestViewSpillsFullChunksToItsFile(t *testing.T) {
+	const n = 40_000 // several chunks
+	for _, tc := range []struct {
+		name     string
+		max      int64
+		inMemory func(chunks int) int
+	}{
+		{"unbounded", 1 << 40, func(int) int { return 1 }},
+		{"bounded to one chunk", chunkSize + chunkSize/2, func(chunks int) int { return chunks - 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := NewView(zap.NewNop()).KeepJobTotals()
+			if err := v.SpillTo(t.TempDir(), tc.max); err != nil {
+				t.Fatal(err)
+			}
+			defer v.Close()
+			for i := range n {
+				v.Add(viewEntry(i))
+			}
+			bytes, inMemory := v.Spilled()
+			if len(v.chunks) < 3 || inMemory != tc.inMemory(len(v.chunks)) || bytes == 0 || bytes > tc.max {
+				t.Fatalf("%d chunks: %d in memory, %d bytes in the file (bound %d)", len(v.chunks), inMemory, bytes, tc.max)
+			}
+			var kept []Entry
+			i := 0
+			v.Each(time.Time{}, time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), func(r *Row) bool {
+				e := viewEntry(i)
+				if !reflect.DeepEqual(r.Entry(), e.withoutLabels()) {
+					t.Fatalf("row %d reads back as\n%+v\nnot\n%+v", i, r.Entry(), e)
+				}
+				if i%997 == 0 {
+					kept = append(kept, r.Entry())
+				}
+				i++
+				return true
+			})
+			if i != n {
+				t.Fatalf("read %d rows of %d", i, n)
+			}
+			// Read again: the buffers are reused; what was kept is not.
+			v.Each(time.Time{}, time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), func(*Row) bool { return true })
+			for k, e := range kept {
+				if want := viewEntry(k * 997).withoutLabels(); !reflect.DeepEqual(e, want) {
+					t.Fatalf("an entry kept from a read is now\n%+v\nnot\n%+v", e, want)
+				}
+			}
+			if c := v.JobTotal("job-00000001"); c != viewEntry(3).Cost+viewEntry(4).Cost+viewEntry(5).Cost {
+				t.Fatalf("job-00000001 totals %s", c)
+			}
+		})
 	}
 }
 

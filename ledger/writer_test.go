@@ -132,7 +132,7 @@ func TestWriterAppendsEachChargeOnceAndReversesCorrections(t *testing.T) {
 	}
 
 	// Every server's view follows the ledger to the same totals.
-	v := ledger.NewView(log)
+	v := ledger.NewView(log).KeepJobTotals()
 	stop, err := v.Follow(context.Background(), bus)
 	if err != nil {
 		t.Fatal(err)

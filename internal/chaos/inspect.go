@@ -260,7 +260,7 @@ func (r *run) why(ctx context.Context, rec *job.Record) string {
 // overhead). The server's writer appends a job's last charges a moment
 // after its record settles: a while is given for them to arrive.
 func ledgerTotals(ctx context.Context, bus *events.Bus, f Final) (map[string]money.Micros, error) {
-	v := costledger.NewView(zap.NewNop())
+	v := costledger.NewView(zap.NewNop()).KeepJobTotals()
 	stop, err := v.Follow(ctx, bus)
 	if err != nil {
 		return nil, fmt.Errorf("reading the cost ledger: %w", err)
@@ -287,6 +287,9 @@ func ledgerTotals(ctx context.Context, bus *events.Bus, f Final) (map[string]mon
 	}
 	out := map[string]money.Micros{}
 	v.Each(time.Time{}, time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), func(r *costledger.Row) bool {
+		if _, ok := out[r.JobID]; !ok {
+			out[strings.Clone(r.JobID)] = 0 // the row's strings are its own only for the call
+		}
 		out[r.JobID] += r.Cost
 		return true
 	})

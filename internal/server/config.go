@@ -256,10 +256,14 @@ type RetentionConfig struct {
 // PageCopyConfig is the API's local copy of job pages (api/pages.go):
 // where its file is made (data_dir when empty, the system's temporary
 // directory when that is too) and how large it may grow before it stops
-// and pages are read from the store again (0: no copy).
+// and pages are read from the store again (0: no copy). The ledger's view
+// writes the charges it holds to a file in the same directory, up to
+// LedgerMaxBytes (0: the charges stay in memory; past the bound, those
+// that follow do).
 type PageCopyConfig struct {
-	Dir      string `json:"dir"`
-	MaxBytes int64  `json:"max_bytes"`
+	Dir            string `json:"dir"`
+	MaxBytes       int64  `json:"max_bytes"`
+	LedgerMaxBytes int64  `json:"ledger_max_bytes"`
 }
 
 // ArbitrageConfig tunes the moves of running jobs to clearly cheaper
@@ -285,7 +289,7 @@ func Defaults() Config {
 		Sim: SimConfig{Enabled: true, Speed: 120, Seed: 1, PriceInterval: job.Duration(10 * time.Minute),
 			Interruptions: simInterruptions(sim.DefaultInterruptions()), Faults: SimFaults{UnknownLaunched: 0.5},
 			RunCommands: []string{"spotwise"}, Agent: "inprocess"},
-		PageCopy: PageCopyConfig{MaxBytes: 8 << 30},
+		PageCopy: PageCopyConfig{MaxBytes: 8 << 30, LedgerMaxBytes: 4 << 30},
 		Retention: RetentionConfig{FinishedMaxAge: job.Duration(30 * 24 * time.Hour), FinishedMaxJobs: 1_000_000,
 			Interval: job.Duration(10 * time.Minute), LogsMaxAge: job.Duration(events.DefaultLogsMaxAge), LogsMaxBytes: events.DefaultLogsMaxBytes},
 		Scheduler: SchedulerConfig{
@@ -344,10 +348,11 @@ var envVars = map[string]func(c *Config, v string) error{
 	"SPOTWISE_SIM_INTERRUPTION_SCALE": func(c *Config, v string) error {
 		return setFloat(&c.Sim.Interruptions.RateScale, v)
 	},
-	"SPOTWISE_SIM_FAULTS":          func(c *Config, v string) error { return parseSimFaults(&c.Sim.Faults, v) },
-	"SPOTWISE_PAGE_COPY_MAX_BYTES": func(c *Config, v string) error { return setInt64(&c.PageCopy.MaxBytes, v) },
-	"SPOTWISE_RECONCILE_EVERY":     func(c *Config, v string) error { return setDuration(&c.Scheduler.ReconcileInterval, v) },
-	"SPOTWISE_ARBITRAGE":           func(c *Config, v string) error { return setBool(&c.Scheduler.Arbitrage.Enabled, v) },
+	"SPOTWISE_SIM_FAULTS":            func(c *Config, v string) error { return parseSimFaults(&c.Sim.Faults, v) },
+	"SPOTWISE_PAGE_COPY_MAX_BYTES":   func(c *Config, v string) error { return setInt64(&c.PageCopy.MaxBytes, v) },
+	"SPOTWISE_LEDGER_COPY_MAX_BYTES": func(c *Config, v string) error { return setInt64(&c.PageCopy.LedgerMaxBytes, v) },
+	"SPOTWISE_RECONCILE_EVERY":       func(c *Config, v string) error { return setDuration(&c.Scheduler.ReconcileInterval, v) },
+	"SPOTWISE_ARBITRAGE":             func(c *Config, v string) error { return setBool(&c.Scheduler.Arbitrage.Enabled, v) },
 }
 
 // LoadEnv applies SPOTWISE_* variables found by lookup (os.LookupEnv).
@@ -449,6 +454,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PageCopy.MaxBytes < 0 {
 		bad("page_copy.max_bytes", "%d is under 0", c.PageCopy.MaxBytes)
+	}
+	if c.PageCopy.LedgerMaxBytes < 0 {
+		bad("page_copy.ledger_max_bytes", "%d is under 0", c.PageCopy.LedgerMaxBytes)
 	}
 	if c.Retention.LogsMaxBytes < 1<<20 {
 		bad("retention.logs_max_bytes", "%d is under 1 MiB", c.Retention.LogsMaxBytes)
