@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/internal/idmap"
 	"github.com/spotwise/spotwise/job"
 )
 
@@ -79,7 +79,7 @@ type pageFile struct {
 	// size is what has been written (some of it maybe still in w),
 	// flushed what the file holds.
 	size, flushed int64
-	jobs          map[string]pageRef
+	jobs          *idmap.Map[pageRef]
 	garbage       int64
 	// max bounds size: a write past it fails (and the copy stops).
 	max int64
@@ -101,9 +101,6 @@ type pageRef struct {
 	// broken: an event could not be copied (larger than an entry may
 	// be); the job's pages are read from the store.
 	broken bool
-	// keyed: the map's key is the ID of the job's record, which the
-	// listing index keeps too, not an event's copy of it.
-	keyed bool
 	// recAt is when the record was copied: recInitial while the index
 	// was loading the store at start, else 2 + seconds since the copy
 	// began (see settledFor).
@@ -158,7 +155,7 @@ func newPageFile(dir string, maxBytes int64) (*pageFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("job pages: %w", err)
 	}
-	return &pageFile{f: f, w: bufio.NewWriterSize(f, 256<<10), jobs: map[string]pageRef{}, max: maxBytes}, nil
+	return &pageFile{f: f, w: bufio.NewWriterSize(f, 256<<10), jobs: &idmap.Map[pageRef]{}, max: maxBytes}, nil
 }
 
 // close releases the file; reads go to the store from then on.
@@ -255,10 +252,10 @@ func (p *pages) record(c events.JobChange) {
 
 // event appends one event's entry to its job's chain.
 func (f *pageFile) event(c pageChange) error {
-	ref := f.jobs[c.id]
+	ref, _ := f.jobs.Get(c.id)
 	if eventHeader+eventMeta+len(c.body) > maxPageEntry || ref.broken {
 		ref.broken = true
-		f.jobs[c.id] = ref
+		f.jobs.Put(c.id, ref)
 		return nil
 	}
 	var head [eventHeader + eventMeta]byte
@@ -274,27 +271,22 @@ func (f *pageFile) event(c pageChange) error {
 	ref.hist, ref.histLen = off+1, uint32(n)
 	ref.events++
 	ref.bytes += uint32(n)
-	f.jobs[c.id] = ref
+	f.jobs.Put(c.id, ref) // a key already there stays the record's
 	return nil
 }
 
 // record copies a change of a job's record (see pages.record), made at
 // at (see pageRef.recAt).
 func (f *pageFile) record(c events.JobChange, at uint32) error {
-	ref, known := f.jobs[c.ID]
+	ref, known := f.jobs.Get(c.ID)
 	if known && c.Revision <= ref.recRev {
 		return nil
 	}
-	if known && !ref.keyed && c.Record != nil {
-		// Keyed again by the record's ID: the event's copy goes.
-		delete(f.jobs, c.ID)
-	}
-	ref.keyed = true
 	if c.Record == nil {
 		// Deleted: its history goes with it (the store's retention
 		// purges it too).
 		f.garbage += int64(ref.bytes)
-		delete(f.jobs, c.ID)
+		f.jobs.Delete(c.ID)
 		return nil
 	}
 	if ref.rec != 0 {
@@ -311,7 +303,9 @@ func (f *pageFile) record(c events.JobChange, at uint32) error {
 		ref.rec, ref.recLen = off+1, uint32(len(c.Raw))
 		ref.bytes += uint32(len(c.Raw))
 	}
-	f.jobs[c.ID] = ref
+	// Keyed by the record's ID, which the listing index keeps too, not an
+	// event's copy of it.
+	f.jobs.PutKey(c.ID, ref)
 	return nil
 }
 
@@ -367,7 +361,7 @@ func (p *pages) open(id string) (f *pageFile, ref pageRef, ok bool) {
 		return nil, ref, false
 	}
 	f = p.cur
-	ref = f.jobs[id]
+	ref, _ = f.jobs.Get(id)
 	if ref.broken {
 		return nil, ref, false
 	}
@@ -516,7 +510,7 @@ func (p *pages) compact() {
 	p.mu.Lock()
 	old := p.cur
 	err := old.flush()
-	snap := maps.Clone(old.jobs)
+	snap := old.jobs.Clone()
 	old.readers++
 	p.since = nil
 	hook := p.snapshotted
@@ -530,12 +524,12 @@ func (p *pages) compact() {
 		nf, err = newPageFile(p.dir, old.max)
 	}
 	var entries [][]byte
-	for id, ref := range snap {
+	for id, ref := range snap.All() {
 		if err != nil {
 			break
 		}
 		if ref.broken {
-			nf.jobs[id] = pageRef{broken: true, recRev: ref.recRev, keyed: ref.keyed}
+			nf.jobs.PutKey(id, pageRef{broken: true, recRev: ref.recRev})
 			continue
 		}
 		// The job's events, oldest first, each chained again in the new
@@ -549,8 +543,8 @@ func (p *pages) compact() {
 			e := entries[i]
 			err = nf.event(pageChange{seq: binary.LittleEndian.Uint64(e[12:]), at: int64(binary.LittleEndian.Uint64(e[20:])), id: id, body: e[eventHeader+eventMeta:]})
 		}
-		r := nf.jobs[id]
-		r.recRev, r.keyed, r.recAt = ref.recRev, ref.keyed, ref.recAt
+		r, _ := nf.jobs.Get(id)
+		r.recRev, r.recAt = ref.recRev, ref.recAt
 		if ref.rec != 0 && err == nil {
 			b := make([]byte, ref.recLen)
 			if _, err = old.f.ReadAt(b, ref.rec-1); err == nil {
@@ -559,7 +553,7 @@ func (p *pages) compact() {
 				r.rec, r.recLen, r.bytes = off+1, ref.recLen, r.bytes+ref.recLen
 			}
 		}
-		nf.jobs[id] = r
+		nf.jobs.PutKey(id, r)
 	}
 
 	p.mu.Lock()
@@ -588,7 +582,7 @@ func (p *pages) compact() {
 		}
 		return
 	}
-	p.log.Info("compacted the local copy of job pages", zap.Int64("from_bytes", old.size), zap.Int64("to_bytes", nf.size), zap.Int("jobs", len(nf.jobs)))
+	p.log.Info("compacted the local copy of job pages", zap.Int64("from_bytes", old.size), zap.Int64("to_bytes", nf.size), zap.Int("jobs", nf.jobs.Len()))
 	p.cur = nf
 	p.compacted++
 	old.retire()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/job"
@@ -219,3 +220,31 @@ func livePages(t *testing.T, maxBytes int64) *pages {
 
 // anyRef takes whatever the copy holds of a job.
 func anyRef(pageRef) bool { return true }
+
+// The copy's index holds each job under the ID string of its record,
+// which the listing index keeps too, whatever order the record and the
+// job's events (each decoded with a copy of the ID of its own) arrive in:
+// a million finished jobs would otherwise keep a million more IDs.
+func TestPagesKeyJobsByTheirRecordsID(t *testing.T) {
+	p := livePages(t, 1<<30)
+	at := time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC)
+	id := job.NewID(at)
+	event := func(seq uint64) {
+		p.observe(events.HistoryEntry{Seq: seq, Envelope: events.Envelope{Time: at}, Event: &events.JobEvent{JobID: strings.Clone(id), Kind: job.KindProgress, State: job.Running}})
+	}
+	recID := strings.Clone(id)
+	event(1) // before the record: held under the event's copy
+	p.record(events.JobChange{ID: recID, Revision: 1, Record: &job.Record{ID: recID}})
+	event(2) // after it
+	event(3)
+	var held string
+	for k := range p.cur.jobs.All() {
+		held = k
+	}
+	if held != id || unsafe.StringData(held) != unsafe.StringData(recID) {
+		t.Fatalf("the copy holds the job under %q, not the record's string", held)
+	}
+	if h, ok := p.chain(id, 10, anyRef); !ok || len(h) != 3 {
+		t.Fatalf("%d events (ok %v), want 3", len(h), ok)
+	}
+}
