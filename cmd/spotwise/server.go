@@ -50,6 +50,7 @@ then SPOTWISE_* environment variables, then flags.`,
 			if dryRun {
 				return server.DryRun(cmd.Context(), merged, cmd.OutOrStdout(), log)
 			}
+			server.SetMemoryLimit(log)
 			s, err := server.Start(cmd.Context(), merged, log, server.WithVersion(version))
 			if err != nil {
 				return err
