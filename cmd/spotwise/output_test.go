@@ -291,14 +291,16 @@ func TestConsoleLogColourFollowsTheTerminal(t *testing.T) {
 func TestCompletion(t *testing.T) {
 	s := startLiveServer(t)
 	conn := []string{"--server", s.url, "--token", s.token}
-	// Priced below every offer, the live job stays queued: one that could
-	// run would finish within a second of the server's fast clock, and
-	// drop out of cancel's list whenever the machine is slow.
-	live, _, err := s.client().Submit(t.Context(), []byte(specYAML("live", 1)+"max_price_per_hour: 0.01\n"), "application/yaml", "")
+	// Priced below every offer, both jobs stay queued: one that could run
+	// would finish within a second of the server's fast clock, and drop
+	// out of cancel's list (or be done before the cancellation reaches
+	// it) whenever the machine is slow.
+	unplaceable := []byte("max_price_per_hour: 0.01\n")
+	live, _, err := s.client().Submit(t.Context(), append([]byte(specYAML("live", 1)), unplaceable...), "application/yaml", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gone, _, err := s.client().Submit(t.Context(), []byte(specYAML("gone", 1)), "application/yaml", "")
+	gone, _, err := s.client().Submit(t.Context(), append([]byte(specYAML("gone", 1)), unplaceable...), "application/yaml", "")
 	if err != nil {
 		t.Fatal(err)
 	}
