@@ -40,12 +40,13 @@ fuzz:
 # Benchmarks for the performance targets (one core for the cycle).
 # Every benchmark once (the system-level ones are one sustained run each,
 # about 25 minutes in all), then each figure that has a target beside it;
-# fails when one is missed. BENCH=Readers runs the ones matching; the
+# fails when one is missed. One package at a time (-p 1): two benchmark
+# binaries at once on two cores would measure each other. BENCH=Readers runs the ones matching; the
 # whole output is kept in bench.out.
 BENCH ?= .
 BENCHTIME ?= 1x
 bench:
-	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) -timeout 90m ./... 2>&1 | tee bench.out | $(GO) run ./internal/benchcheck
+	$(GO) test -p 1 -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) -timeout 90m ./... 2>&1 | tee bench.out | $(GO) run ./internal/benchcheck
 
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
