@@ -240,6 +240,17 @@ func (s *Service) eventsHTTP(w http.ResponseWriter, r *http.Request) {
 		// Only the caller's own team's jobs are there to watch.
 		wt.teams = map[string]bool{p.Team: true}
 	}
+	if after == 0 {
+		// A new stream sends what is stored from now: an event stored
+		// before (a submission answered just before the stream was
+		// asked for) may reach the hub after the stream joins it, and
+		// is not sent; one stored between now and the join is read
+		// from the store, as a resume's are.
+		if after, err = s.bus.JobEventsLast(ctx); err != nil {
+			writeError(w, errUnavailable(err))
+			return
+		}
+	}
 	if !s.openStream(w, wt) {
 		return
 	}

@@ -481,3 +481,30 @@ func TestClientWatchJobReconnects(t *testing.T) {
 		t.Errorf("watching with the server gone: %v", err)
 	}
 }
+
+// A new stream of every job's events starts where it was asked for:
+// events stored before (here a burst of them, which the server's one
+// follower may still be handing out when the stream joins) are not sent,
+// and the first event sent is the first stored after.
+func TestEventsStreamStartsWhenItIsAskedFor(t *testing.T) {
+	for round := range 5 {
+		e := newEnv(t)
+		id := e.submit(spec())
+		e.open("/v1/events", e.client.Token) // the follower runs
+		var burst []events.Outgoing
+		for i := range 300 {
+			burst = append(burst, events.Outgoing{Subject: events.JobEventsSubject(id),
+				Payload: &events.JobEvent{JobID: id, Kind: job.KindProgress, State: job.Running, Message: fmt.Sprint("before ", i)}})
+		}
+		for i, err := range e.bus.PublishTogether(t.Context(), burst...) {
+			if err != nil {
+				t.Fatalf("storing event %d: %v", i, err)
+			}
+		}
+		s := e.open("/v1/events", e.client.Token)
+		e.publish(id, job.KindPlacing, job.Placing)
+		if got := s.next().job(t); got.Kind != job.KindPlacing {
+			t.Fatalf("round %d: the new stream's first event is %s (%q), want the placing stored after it opened", round, got.Kind, got.Message)
+		}
+	}
+}

@@ -115,6 +115,21 @@ func (b *Bus) followJobEvents(ctx context.Context, all bool, fn func(HistoryEntr
 	return inflight.stopper(cctx, b.reading(Reading{Kind: "follow", Name: jobEventsReader, Stream: StreamJobs, Subjects: []string{AllJobEvents}}, cancel), cc.Stop), nil
 }
 
+// JobEventsLast is the sequence of the last message stored in the jobs
+// stream (0 when empty): a stream of every job's events that starts now
+// sends what is stored after it.
+func (b *Bus) JobEventsLast(ctx context.Context) (uint64, error) {
+	st, err := b.js.Stream(ctx, StreamJobs)
+	if err != nil {
+		return 0, fmt.Errorf("the jobs stream's last event: %w", err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("the jobs stream's last event: %w", err)
+	}
+	return info.State.LastSeq, nil
+}
+
 // JobEventsAfter reads the events of every job stored after sequence
 // after, oldest first: at most limit of them, the newest ones when there
 // are more, with the number left out (a client resuming a stream after a
