@@ -56,6 +56,9 @@ import (
 // SPOTWISE_BENCH_NO_LEDGER_COPY the ledger view's charges in memory (to
 // compare). The targets are list p99 under 50 ms and RSS under 400 MB.
 func BenchmarkFinished1M(b *testing.B) {
+	if alone(b) {
+		return
+	}
 	n := 1_000_000
 	if v, err := strconv.Atoi(os.Getenv("SPOTWISE_BENCH_FINISHED")); err == nil && v > 0 {
 		n = v
