@@ -209,6 +209,15 @@ type KeyLister interface {
 	InstancesByKey(ctx context.Context, key string) ([]Instance, error)
 }
 
+// RecentLister is a provider that can list its live instances and only
+// those ended since a time, as EC2 lists a terminated instance for about
+// an hour: reconciliation asks for that, not for every instance a cloud
+// that keeps ended ones for long (the simulated cloud keeps a week)
+// still lists, most of them long settled.
+type RecentLister interface {
+	InstancesSince(ctx context.Context, since time.Time) ([]Instance, error)
+}
+
 // Markers of the heredoc a boot script writes an agent's NATS credential
 // with (base64, so that nothing in it is ever read by the shell).
 const (

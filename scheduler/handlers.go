@@ -85,10 +85,9 @@ func (s *Scheduler) observe(ctx context.Context, provider, key string) (job.Obse
 		return job.Observed{}, false
 	}
 	listedAt := s.o.Clock.Now()
-	if kl, ok := cloud.(providers.KeyLister); ok {
-		insts, err := kl.InstancesByKey(ctx, key)
-		if err != nil {
-			s.log.Warn("listing a launch's instances", zap.String("provider", provider), zap.String("key", key), zap.Error(err))
+	if _, ok := cloud.(providers.KeyLister); ok {
+		insts, ok := s.byLaunchKey(ctx, provider, key)
+		if !ok {
 			return job.Observed{}, false
 		}
 		return observed(key, insts, listedAt), true

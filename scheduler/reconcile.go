@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -61,6 +62,7 @@ func (s *Scheduler) reconcile(ctx context.Context) {
 	s.moves = moves
 	s.mu.Unlock()
 	s.collectOrphans(ctx, byKey, listedAt, owned)
+	s.forgetSettled(byKey)
 	if teams := s.teamStates(s.o.Clock.Now()); teams != nil {
 		// Spend grows between cycles: the soft budget alerts are looked
 		// at here too.
@@ -74,8 +76,17 @@ func (s *Scheduler) reconcile(ctx context.Context) {
 	s.log.Debug("reconciled", zap.Int("jobs", len(ids)), zap.Duration("took", time.Since(start)))
 }
 
+// ListedEnded is how long after its end an instance is still in the
+// listings reconciliation works from, from a cloud that can list by age
+// (providers.RecentLister): EC2 lists a terminated instance for about as
+// long. Rounds come every few seconds; an attempt that still takes an
+// instance for live when its end has left the listings learns the end
+// from its launch key (vanished).
+const ListedEnded = time.Hour
+
 // listInstances lists every cloud's instances once (several provider
-// names may share one cloud), grouped by launch key.
+// names may share one cloud), grouped by launch key: the live ones and
+// those ended in the last ListedEnded where the cloud can tell them.
 func (s *Scheduler) listInstances(ctx context.Context) (map[string][]providers.Instance, bool) {
 	seen := map[providers.Provider]bool{}
 	byKey := map[string][]providers.Instance{}
@@ -85,7 +96,13 @@ func (s *Scheduler) listInstances(ctx context.Context) (map[string][]providers.I
 			continue
 		}
 		seen[c] = true
-		insts, err := c.Instances(ctx)
+		var insts []providers.Instance
+		var err error
+		if rl, ok := c.(providers.RecentLister); ok {
+			insts, err = rl.InstancesSince(ctx, s.o.Clock.Now().Add(-ListedEnded))
+		} else {
+			insts, err = c.Instances(ctx)
+		}
 		if err != nil {
 			s.log.Warn("listing instances; skipping reconciliation", zap.String("provider", c.Name()), zap.Error(err))
 			return nil, false
@@ -131,6 +148,15 @@ func (s *Scheduler) reconcileJob(ctx context.Context, id string, byKey map[strin
 		}
 		owned[a.LaunchKey] = true
 		in := observed(a.LaunchKey, byKey[a.LaunchKey], listedAt)
+		if vanished(a, byKey[a.LaunchKey], listedAt) {
+			// A cloud lists an ended instance only for a while (EC2
+			// about an hour): the launch's own instances, asked for by
+			// its key, say when one the record takes for live ended,
+			// rather than billing it to when it was last seen.
+			if insts, ok := s.byLaunchKey(ctx, a.Placement.Provider, a.LaunchKey); ok {
+				in = observed(a.LaunchKey, insts, listedAt)
+			}
+		}
 		if res := job.Apply(rec.Clone(), in, s.o.Clock.Now()); res.Verdict == job.Duplicate && len(res.Effects) == 0 {
 			// The record just read already says all this listing does
 			// (most rounds, for most jobs): no second read to find so.
@@ -218,6 +244,37 @@ func (s *Scheduler) collectOrphans(ctx context.Context, byKey map[string][]provi
 		}
 		s.orphans(ctx, key, insts)
 	}
+}
+
+// vanished reports whether a listing taken at listedAt lacks an instance
+// an attempt takes for live and that was launched long enough before it
+// to be in it.
+func vanished(a *job.Attempt, insts []providers.Instance, listedAt time.Time) bool {
+	for _, sp := range a.Spans {
+		if !sp.To.IsZero() || listedAt.Before(sp.From.Add(job.ListingGrace)) {
+			continue
+		}
+		if !slices.ContainsFunc(insts, func(in providers.Instance) bool { return in.ID == sp.Instance }) {
+			return true
+		}
+	}
+	return false
+}
+
+// byLaunchKey lists one launch's instances from a provider that can list
+// them by key (providers.KeyLister); false when it cannot or did not
+// answer.
+func (s *Scheduler) byLaunchKey(ctx context.Context, provider, key string) ([]providers.Instance, bool) {
+	kl, ok := s.o.Clouds[provider].(providers.KeyLister)
+	if !ok {
+		return nil, false
+	}
+	insts, err := kl.InstancesByKey(ctx, key)
+	if err != nil {
+		s.log.Warn("listing a launch's instances", zap.String("provider", provider), zap.String("key", key), zap.Error(err))
+		return nil, false
+	}
+	return insts, true
 }
 
 // hasAttempt reports whether a record knows a launch key.
@@ -318,6 +375,20 @@ func (s *Scheduler) settle(key string, insts []providers.Instance) {
 	s.mu.Lock()
 	s.settled[key] = len(insts)
 	s.mu.Unlock()
+}
+
+// forgetSettled drops the settled keys a listing no longer has: the
+// clouds list ended instances for a while only, and a key they do not
+// list is not looked at again (kept, the map grew by every launch key of
+// every job that ever finished).
+func (s *Scheduler) forgetSettled(byKey map[string][]providers.Instance) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key := range s.settled {
+		if _, ok := byKey[key]; !ok {
+			delete(s.settled, key)
+		}
+	}
 }
 
 func allEnded(insts []providers.Instance) bool {

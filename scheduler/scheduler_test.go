@@ -542,6 +542,71 @@ func TestLostInstanceRequeuesTheJob(t *testing.T) {
 	}
 }
 
+// Reconciliation lists the instances that ended in the last hour only
+// (scheduler.ListedEnded; EC2 lists a terminated one for about as long).
+// An instance whose end the scheduler missed (it was down when the
+// instance ended, longer ago than that) is billed to its real end, asked
+// for by its launch key, not to when it was last seen.
+func TestInstanceEndedLongAgoIsBilledToItsEnd(t *testing.T) {
+	r := newRig(t, rigOpt{noScheduler: true, noFeed: true})
+	rec := r.submit(t, oneGPU)
+	o := cheapestT4(t, r.cloud)
+	key := job.LaunchKey(rec.ID, 1)
+	r.lifecycle(t, rec.ID, job.Place{Attempt: 1, Placement: job.Placement{OfferID: o.ID(), Provider: o.Provider, Region: o.Region,
+		Zone: o.Zone, InstanceType: o.InstanceType, GPU: o.GPU, GPUs: o.GPUs, Nodes: 1, Purchase: string(o.Purchase), PricePerHour: o.Price}})
+	insts, err := r.cloud.Launch(r.ctx, providers.LaunchRequest{IdempotencyKey: key, Offer: o, Count: 1, JobID: rec.ID, Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.advance(t, 10*time.Minute)
+	// The last the record heard of it: running, seen now.
+	r.lifecycle(t, rec.ID, job.Observed{Key: key, At: r.clk.Now(), Instances: []job.Instance{
+		{ID: insts[0].ID, LaunchedAt: insts[0].LaunchedAt, RunningAt: insts[0].LaunchedAt, Price: insts[0].Price}}})
+	r.advance(t, 20*time.Minute)
+	if err := r.cloud.FailInstance(insts[0].ID, "hardware failure"); err != nil {
+		t.Fatal(err)
+	}
+	byKey, err := r.cloud.InstancesByKey(r.ctx, key)
+	if err != nil || len(byKey) != 1 || byKey[0].EndedAt.IsZero() {
+		t.Fatalf("the launch's instances: %+v (%v)", byKey, err)
+	}
+	end := byKey[0].EndedAt
+	r.advance(t, scheduler.ListedEnded+time.Minute)
+	if all, _ := r.cloud.InstancesSince(r.ctx, r.clk.Now().Add(-scheduler.ListedEnded)); len(all) != 0 {
+		t.Fatalf("the cloud lists %d instances ended in the last %s", len(all), scheduler.ListedEnded)
+	}
+	r.start(t)
+	testutil.CheckFor(t, 15*time.Second, 10*time.Millisecond, func() error {
+		got := r.get(t, rec.ID)
+		for _, a := range append(slices.Clone(got.Status.Attempts), derefAttempts(got.Status.Previous, got.Status.Current)...) {
+			for _, sp := range a.Spans {
+				if sp.Instance != insts[0].ID {
+					continue
+				}
+				if sp.To.IsZero() {
+					return fmt.Errorf("instance %s not ended yet", sp.Instance)
+				}
+				if !sp.To.Equal(end) {
+					t.Fatalf("instance billed to %s, it ended at %s (last seen %s)", sp.To, end, end.Add(-20*time.Minute))
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no attempt has instance %s", insts[0].ID)
+	})
+}
+
+// derefAttempts lists the attempts that are set.
+func derefAttempts(as ...*job.Attempt) []job.Attempt {
+	var out []job.Attempt
+	for _, a := range as {
+		if a != nil {
+			out = append(out, *a)
+		}
+	}
+	return out
+}
+
 // Reconciliation terminates an instance no active job owns, for example
 // one left running when a server died after the job finished.
 func TestOrphanedInstanceIsTerminated(t *testing.T) {

@@ -265,10 +265,16 @@ func (c *Cloud) FailInstance(id, reason string) error {
 // Instances lists every instance the cloud started, ended ones included
 // for Retention after they ended, oldest launch first.
 func (c *Cloud) Instances(ctx context.Context) ([]providers.Instance, error) {
+	return c.InstancesSince(ctx, time.Time{})
+}
+
+// InstancesSince lists the instances that are live or ended at or after
+// since, as Instances does (providers.RecentLister).
+func (c *Cloud) InstancesSince(ctx context.Context, since time.Time) ([]providers.Instance, error) {
 	var out []providers.Instance
 	err := c.do(ctx, func(now time.Time) error {
 		for _, in := range c.insts {
-			if !in.rec.Pruned {
+			if i := in.rec.Instance; !in.rec.Pruned && (!i.State.Ended() || !i.EndedAt.Before(since)) {
 				c.repriceLocked(in, now)
 				out = append(out, in.rec.Instance)
 			}

@@ -319,3 +319,36 @@ func validKVKey(key string) bool {
 	}
 	return true
 }
+
+// InstancesSince lists the live instances and those that ended at or
+// after a time; Instances lists every one kept.
+func TestInstancesSince(t *testing.T) {
+	e := newEnv(t)
+	e.setAvailable(awsSmallOD, 3)
+	old := e.launch(awsSmallOD, "old", 1)[0]
+	recent := e.launch(awsSmallOD, "recent", 1)[0]
+	live := e.launch(awsSmallOD, "live", 1)[0]
+	ctx := context.Background()
+	if err := e.cloud.Terminate(ctx, old.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Advance(2 * time.Hour)
+	if err := e.cloud.Terminate(ctx, recent.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Advance(time.Minute)
+	since, _ := e.cloud.InstancesSince(ctx, e.clk.Now().Add(-time.Hour))
+	if got, want := sortedIDs(since), sortedIDs([]providers.Instance{recent, live}); !slices.Equal(got, want) {
+		t.Errorf("since an hour ago: %v, want %v", got, want)
+	}
+	all, _ := e.cloud.Instances(ctx)
+	if got, want := sortedIDs(all), sortedIDs([]providers.Instance{old, recent, live}); !slices.Equal(got, want) {
+		t.Errorf("every instance: %v, want %v", got, want)
+	}
+}
+
+func sortedIDs(insts []providers.Instance) []string {
+	out := ids(insts)
+	slices.Sort(out)
+	return out
+}
