@@ -248,6 +248,7 @@ func BenchmarkSubmitToPlacedAged200PerSecond(b *testing.B) {
 	b.ResetTimer()
 	defer minuteByMinute(b, s)()
 	defer mutexProfile()()
+	defer cpuProfile()()
 	spec := []byte("name: aged\ncommand: [x]\nresources: {gpus_per_node: 1}\nwork: 1m on T4\npurchase: on-demand\n")
 	var lat, last []time.Duration
 	unplaced := 0
