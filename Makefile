@@ -39,7 +39,7 @@ fuzz:
 
 # Benchmarks for the performance targets (one core for the cycle).
 # Every benchmark once (the system-level ones are one sustained run each,
-# about 20 minutes in all), then each figure that has a target beside it;
+# 20-25 minutes in all), then each figure that has a target beside it;
 # fails when one is missed. One package at a time (-p 1): two benchmark
 # binaries at once on two cores would measure each other. BENCH=Readers runs the ones matching; the
 # whole output is kept in bench.out.
