@@ -186,3 +186,62 @@ func recentMean(z ZoneStats, window float64) float64 {
 	}
 	return z.Since.Seconds()
 }
+
+// residuals is the distribution of how much longer zone z's current run
+// of capacity lasts, in seconds, judged as recentResidual judges its
+// mean: over the runs that ended in the last window seconds when their
+// mean is the shorter, else over every ended run; each run longer than
+// the current one's age counts what it lasted beyond it. Where no run
+// says anything, a single value: recentResidual.
+func residuals(z ZoneStats, window float64) runDist {
+	age := z.Since.Seconds()
+	var all, recent runDist
+	for i, c := range z.Ups.Count {
+		if c > 0 && z.Ups.Total[i]/c > age {
+			all.add(c, z.Ups.Total[i]/c-age)
+		}
+	}
+	now := z.Observed.Seconds()
+	for i := len(z.recent) - 1; i >= 0; i-- {
+		r := z.recent[i]
+		if now-r.end.Seconds() > window {
+			break
+		}
+		if l := r.length.Seconds(); r.up && l > age {
+			recent.add(1, l-age)
+		}
+	}
+	mean := recentResidual(z, window)
+	switch {
+	case recent.total() > 0 && recent.mean() <= mean:
+		return recent
+	case all.total() > 0 && all.mean() <= mean:
+		return all
+	}
+	var one runDist
+	one.add(1, mean)
+	return one
+}
+
+// minOf is the expected shorter of two independent run lengths drawn
+// from a (less shift, at least 0) and b, both capped at most, and the
+// chance that a's is the shorter.
+func minOf(a runDist, shift float64, b runDist, most float64) (mean, aFirst float64) {
+	var n float64
+	a.each(func(ca, la float64) {
+		la = math.Min(most, math.Max(0, la-shift))
+		b.each(func(cb, lb float64) {
+			lb = math.Min(most, lb)
+			w := ca * cb
+			n += w
+			mean += w * math.Min(la, lb)
+			if la < lb {
+				aFirst += w
+			}
+		})
+	})
+	if n == 0 {
+		return 0, 0
+	}
+	return mean / n, aFirst / n
+}

@@ -13,9 +13,10 @@ import "math"
 //   - On spot: stay, unless finishing elsewhere is expected to be cheaper
 //     by more than the move costs (see moveGain): another zone's spot at
 //     a lower price, or on-demand when spot costs more; never between
-//     home zones. A move saves only until the current run would end (the
-//     job relaunches then anyway), and a move to a zone whose run is
-//     expected to end first also pays the relaunch it brings on. Runs
+//     home zones. A move saves only until the first of the two zones'
+//     runs ends (the job relaunches then anyway), judged over the spread
+//     of their runs, not from their means, and it pays the relaunch it
+//     brings on as often as the new zone's run is the first to end. Runs
 //     are judged over the job's window as well as all that was seen, the
 //     shorter expectation winning. After a preemption, move at once to
 //     the home zone with capacity that offers the most: the largest share
@@ -267,6 +268,9 @@ type outlook struct {
 	// moves is the slack spent per run of capacity moving between zones
 	// beyond migrate: out of the home zones and back (planned).
 	moves float64
+	// here is the spread of what is left of the current zone's run, on
+	// spot (residuals).
+	here runDist
 }
 
 func newOutlook(s PolicyState) outlook {
@@ -278,6 +282,9 @@ func newOutlook(s PolicyState) outlook {
 		od:     float64(s.cheapestOnDemandPrice()),
 	}
 	o.home = homeZones(s)
+	if s.onSpot() {
+		o.here = residuals(s.Zones[s.Current.Zone].Seen, o.window)
+	}
 	o.up, o.down, o.age = runsOf(s, o.home)
 	o.plan = make([]bool, len(s.Zones))
 	for i, z := range s.Zones {
@@ -490,7 +497,12 @@ func (o outlook) bestMove(s PolicyState) (Choice, bool) {
 // job runs on now for c, net of what the move costs. The saving is the
 // difference in price over the progress c is expected to make before the
 // job would leave it anyway: the work left on on-demand; on spot, the rest
-// of the zone's current run after the changeover (residual). The move
+// of the zone's current run after the changeover (residual), until the
+// run the job leaves would have ended. Between two spot zones that is the
+// expected shorter of the two runs' rests (minOf over their spread:
+// the shorter of their means overrates it where runs are either short or
+// very long), and a move to a zone whose run ends first brings on a
+// relaunch, paid with the chance that it does. The move
 // costs a changeover billed at c's price and the checkpoint's egress,
 // both lost again if c's capacity vanishes during the changeover (so
 // divided by the chance it does not), and the changeover's time: its
@@ -523,17 +535,21 @@ func (o outlook) gainWithin(s PolicyState, from float64, c Choice, slack bool, s
 		hold = o.holdOn(s, c.Zone)
 		surv = survives(seen, o.d)
 	}
-	gain := (from - to) * math.Min(hold, stay) / 3600 * n
 	if surv <= 0 {
 		return math.Inf(-1)
 	}
-	arrive := (to*dh*n + float64(s.egress(c.Zone))) / surv
-	if s.onSpot() && hold < stay {
-		// c's run is expected to end before the one the job leaves:
-		// the move brings on a relaunch, back here at the latest. (From
-		// on-demand the return hysteresis prices that.)
-		arrive += from*dh*n + float64(s.egress(c.Zone))
+	held, first := math.Min(hold, stay), 0.0
+	if s.onSpot() && c.Kind == RunSpot {
+		// Both runs end when they will: the saving lasts until the
+		// first ends, and when c's does, the move brings on a
+		// relaunch, back here at the latest. (From on-demand the
+		// return hysteresis prices that.)
+		held, first = minOf(residuals(s.Zones[c.Zone].Seen, o.window), o.d,
+			o.here, math.Min(o.r, stay))
 	}
+	gain := (from - to) * held / 3600 * n
+	arrive := (to*dh*n + float64(s.egress(c.Zone))) / surv
+	arrive += first * (from*dh*n + float64(s.egress(c.Zone)))
 	short := 0.0
 	if slack {
 		short = math.Min(o.d, math.Max(0, o.need(s, o.age)+(reserveChangeovers+1)*o.d-o.s))

@@ -398,3 +398,81 @@ func decideAtCheaperHome(t *testing.T, tests []choiceCase) {
 		})
 	}
 }
+
+func TestMinOf(t *testing.T) {
+	dist := func(lengths ...float64) runDist {
+		var r runDist
+		for _, l := range lengths {
+			r.add(1, l)
+		}
+		return r
+	}
+	tests := []struct {
+		name            string
+		a               runDist
+		shift           float64
+		b               runDist
+		most            float64
+		mean, aFirst    float64
+		belowMinOfMeans bool
+	}{
+		{"one length each", dist(3600), 0, dist(7200), math.Inf(1), 3600, 1, false},
+		{"a shifted below nothing", dist(600), 720, dist(7200), math.Inf(1), 0, 1, false},
+		{"capped", dist(36000), 0, dist(72000), 7200, 7200, 0, false},
+		// Half the runs end at once, half last 30h: their mean (about
+		// 15h) is longer than b's 13h, yet half the time the saving
+		// lasts minutes.
+		{"spread runs", dist(1080, 108000), 720, dist(46800), math.Inf(1), (360 + 46800) / 2, 0.5, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mean, first := minOf(tt.a, tt.shift, tt.b, tt.most)
+			if math.Abs(mean-tt.mean) > 1 || math.Abs(first-tt.aFirst) > 1e-9 {
+				t.Errorf("minOf = %.0fs, %.2f; want %.0fs, %.2f", mean, first, tt.mean, tt.aFirst)
+			}
+			if old := math.Min(math.Min(tt.a.mean()-tt.shift, tt.b.mean()), tt.most); tt.belowMinOfMeans && mean > 0.6*old {
+				t.Errorf("minOf = %.0fs, want far below the shorter of the means (%.0fs)", mean, old)
+			}
+		})
+	}
+}
+
+// A move between two spot zones saves until the first of their runs
+// ends: a zone whose runs are as long as another's on average, but half
+// of them over within minutes, is not worth the move that a steady one
+// is.
+func TestSpotwiseMovesJudgeTheSpreadOfRuns(t *testing.T) {
+	runs := func(lengths []time.Duration, age time.Duration) ZoneStats {
+		var z ZoneStats
+		for range 10 {
+			for _, l := range lengths {
+				z.Observe(true, l)
+				z.Observe(false, time.Hour)
+			}
+		}
+		z.Observe(true, age)
+		return z
+	}
+	here := runs([]time.Duration{15 * time.Hour}, 2*time.Hour)
+	steady := runs([]time.Duration{15*time.Hour + 9*time.Minute}, 3*time.Minute)
+	spread := runs([]time.Duration{18 * time.Minute, 30 * time.Hour}, 3*time.Minute)
+	tests := []struct {
+		name  string
+		there ZoneStats
+		want  Choice
+	}{
+		{"runs of 15h there: move", steady, ChooseSpot(1)},
+		{"runs of 18 minutes or 30 hours there: stay", spread, ChooseSpot(0)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMarket(h(1000), h(70), h(40)).
+				zone("us-east-1", "1.00", true, here).
+				zone("us-east-1", "0.96", true, tt.there).
+				on(ChooseSpot(0))
+			if got := (Spotwise{}).Decide(m.s); got != tt.want {
+				t.Errorf("Decide = %v, want %v (%s)", got, tt.want, (Spotwise{}).Explain(m.s))
+			}
+		})
+	}
+}
