@@ -89,13 +89,17 @@ clean:
 	rm -rf bin data
 
 # The spot/on-demand policy table of issue 4 over the measured traces (each
-# zone alone and all together, C/R 0.6-0.9, 300 evenly spaced starts); it
+# zone alone and all together, C/R 0.6-0.9, 300 evenly spaced starts), the
+# heterogeneous suite (zones that differ in price and region) and the
+# generality suite (the same kind of markets from the other measured sets,
+# 60 starts: their 32-second steps make 300 take about 20 minutes); it
 # fails when a target is missed. POLICY_ARGS picks another set, e.g.
 # POLICY_ARGS="-set availability/16-node/aws-08-27-2023 -nodes 16 -job-hours 24".
 .PHONY: bench-policy
 bench-policy:
 	$(GO) run ./bidding/simulate/internal/benchpolicy -traces $(TRACES) $(POLICY_ARGS)
 	$(GO) run ./bidding/simulate/internal/benchpolicy -traces $(TRACES) -suite heterogeneous $(HETERO_ARGS)
+	$(GO) run ./bidding/simulate/internal/benchpolicy -traces $(TRACES) -suite generality -starts 60 $(GENERALITY_ARGS)
 
 # Chaos: a few hundred jobs through kill -9s of the server, zone storms and
 # refused or lost launches on the simulated cloud; prints jobs lost, jobs

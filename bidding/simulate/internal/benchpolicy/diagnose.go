@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -110,20 +109,18 @@ func (b breakdown) line() string {
 // with decisions set, each decision of spotwise's that changes what the job
 // runs on is printed with what the policy saw (Spotwise.Explain).
 func diagnose(root string, only []string, fractions []float64, jobHours, changeover float64, starts, worst, start int, decisions bool) error {
-	avail, err := trace.Load(filepath.Join(root, "availability/1-node/aws-02-15-2023"))
-	if err == nil {
-		err = trace.JoinPrices(avail, filepath.Join(root, "prices/aws-02-15-2023"))
-	}
-	if err != nil {
-		return err
-	}
-	byName := map[string]trace.Trace{}
-	for _, t := range avail {
-		byName[t.Name] = t
-	}
-	for _, sc := range scenarios {
+	sets := map[string]map[string]trace.Trace{}
+	for _, sc := range append(slices.Clone(scenarios), generality...) {
 		if len(only) > 0 && !slices.Contains(only, sc.name) {
 			continue
+		}
+		byName, ok := sets[sc.set]
+		if !ok {
+			var err error
+			if byName, err = loadSet(root, sc.set); err != nil {
+				return err
+			}
+			sets[sc.set] = byName
 		}
 		ts, prices, err := sc.build(byName)
 		if err != nil {

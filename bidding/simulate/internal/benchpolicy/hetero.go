@@ -34,8 +34,16 @@ type zoneSpec struct {
 type scenario struct {
 	name     string
 	zones    []zoneSpec
-	onDemand map[string]string // region -> USD per hour; others: 3.06
+	onDemand map[string]string // region -> USD per hour; others: od
 	egress   string            // USD per move between regions
+	// set is the trace folder (relative to -traces) the zones come
+	// from; "" is availability/1-node/aws-02-15-2023 joined to its
+	// measured prices. Zones are named as trace.Load names them.
+	set string
+	// od is the on-demand USD per hour where onDemand does not say
+	// (default 3.06); spot the spot USD per hour of a zone whose trace
+	// has no prices.
+	od, spot string
 }
 
 var scenarios = []scenario{
@@ -83,41 +91,132 @@ func (sc scenario) build(byName map[string]trace.Trace) ([]trace.Trace, simulate
 		} else {
 			return nil, simulate.Prices{}, fmt.Errorf("%s: no measured zone %s", sc.name, z.avail)
 		}
-		t.Prices = make([]money.Micros, len(src.Prices))
-		for i, p := range src.Prices {
+		prices := src.Prices
+		if len(prices) == 0 {
+			if sc.spot == "" {
+				return nil, simulate.Prices{}, fmt.Errorf("%s: zone %s has no prices", sc.name, z.prices)
+			}
+			prices = slices.Repeat([]money.Micros{money.MustParse(sc.spot)}, len(t.Avail))
+		}
+		t.Prices = make([]money.Micros, len(prices))
+		for i, p := range prices {
 			t.Prices[i] = p.Scale(z.tenths, 10)
 		}
-		od := "3.06"
+		od := sc.onDemandDefault()
 		if v, ok := sc.onDemand[t.RegionOf()]; ok {
 			od = v
 		}
 		t.OnDemand = money.MustParse(od)
 		out = append(out, t)
 	}
-	return out, simulate.Prices{OnDemand: money.MustParse("3.06"), UseTrace: true, Egress: money.MustParse(sc.egress)}, nil
+	return out, simulate.Prices{OnDemand: money.MustParse(sc.onDemandDefault()), UseTrace: true, Egress: money.MustParse(sc.egress)}, nil
+}
+
+func (sc scenario) onDemandDefault() string {
+	if sc.od != "" {
+		return sc.od
+	}
+	return "3.06"
+}
+
+// The generality suite (-suite generality): the same kind of markets
+// built from the other measured sets, none of which spotwise was tuned
+// on: p3.2xlarge in four zones of two regions a week in April 2023 (32 s
+// steps; one zone's prices are not in the set: $0.918, as in the others),
+// with the zones as they are and with a region dearer; r5.16xlarge in
+// three zones of us-east-1 with their own measured prices (on-demand
+// $4.032); p3.2xlarge in two zones of us-west-2 in October 2022, the
+// second relabelled into another region (us-east-1x: 1.3x the spot price,
+// on-demand $3.978, $1 to move), and p2.xlarge in the same two zones
+// (spot $0.27, on-demand $0.90). The targets are those of the
+// heterogeneous suite set by set (no deadline missed, never above greedy
+// or uniform progress); their mean is reported, not held to 1.03: these
+// sets say how far what was tuned on the development sets carries.
+var generality = []scenario{
+	{name: "v100-apr-4z", set: "preemption/1-node/aws-04-22-2023", egress: "1", spot: "0.918", zones: []zoneSpec{
+		{"us-east-1c", "us-east-1c", "us-east-1c", 10},
+		{"us-east-1f", "us-east-1f", "us-east-1f", 10},
+		{"us-west-2b", "us-west-2b", "us-west-2b", 10},
+		{"us-west-2c", "us-west-2c", "us-west-2c", 10},
+	}},
+	{name: "v100-apr-tiers", set: "preemption/1-node/aws-04-22-2023", egress: "1", spot: "0.918", zones: []zoneSpec{
+		{"us-east-1c", "us-east-1c", "us-east-1c", 13},
+		{"us-east-1f", "us-east-1f", "us-east-1f", 13},
+		{"us-west-2b", "us-west-2b", "us-west-2b", 10},
+		{"us-west-2x", "", "us-west-2c", 35},
+	}, onDemand: map[string]string{"us-east-1": "3.978"}},
+	{name: "r5-apr-3z", set: "preemption/1-node/aws-04-19-2023", egress: "0", od: "4.032", zones: []zoneSpec{
+		{"us-east-1b", "us-east-1b", "us-east-1b", 10},
+		{"us-east-1c", "us-east-1c", "us-east-1c", 10},
+		{"us-east-1d", "us-east-1d", "us-east-1d", 10},
+	}},
+	{name: "v100-oct-2z", set: "availability/1-node/aws-10-26-2022", egress: "1", spot: "0.9731", zones: []zoneSpec{
+		{"us-west-2a", "us-west-2a_v100_1", "us-west-2a_v100_1", 10},
+		{"us-east-1x", "us-west-2b_v100_1", "us-west-2b_v100_1", 13},
+	}, onDemand: map[string]string{"us-east-1": "3.978"}},
+	{name: "k80-oct-2z", set: "availability/1-node/aws-10-26-2022", egress: "1", spot: "0.27", od: "0.90", zones: []zoneSpec{
+		{"us-west-2a", "us-west-2a_k80_1", "us-west-2a_k80_1", 10},
+		{"us-west-2b", "us-west-2b_k80_1", "us-west-2b_k80_1", 10},
+	}},
 }
 
 // heterogeneous runs the suite; it returns the targets missed.
 func heterogeneous(root string, only []string, fractions []float64, jobHours, changeover float64, starts int) []string {
-	avail, err := trace.Load(filepath.Join(root, "availability/1-node/aws-02-15-2023"))
-	if err == nil {
-		err = trace.JoinPrices(avail, filepath.Join(root, "prices/aws-02-15-2023"))
+	fmt.Printf("heterogeneous markets: measured V100 availability and prices (aws-02-15-2023), prices scaled by tier; %gh job, changeover %gh; %d evenly spaced starts\n", jobHours, changeover, starts)
+	return runSuite(root, scenarios, "heterogeneous sets", true, only, fractions, jobHours, changeover, starts)
+}
+
+// generalityCheck runs the generality suite; it returns the targets
+// missed.
+func generalityCheck(root string, only []string, fractions []float64, jobHours, changeover float64, starts int) []string {
+	fmt.Printf("generality: the other measured sets (April 2023 p3.2xlarge and r5.16xlarge, October 2022 p3.2xlarge and p2.xlarge), prices as measured or by tier; %gh job, changeover %gh; %d evenly spaced starts\n", jobHours, changeover, starts)
+	return runSuite(root, generality, "generality sets", false, only, fractions, jobHours, changeover, starts)
+}
+
+// loadSet reads a trace folder; "" is the heterogeneous suite's, joined to
+// its measured prices.
+func loadSet(root, set string) (map[string]trace.Trace, error) {
+	var ts []trace.Trace
+	var err error
+	if set == "" {
+		ts, err = trace.Load(filepath.Join(root, "availability/1-node/aws-02-15-2023"))
+		if err == nil {
+			err = trace.JoinPrices(ts, filepath.Join(root, "prices/aws-02-15-2023"))
+		}
+	} else {
+		ts, err = trace.Load(filepath.Join(root, set))
 	}
 	if err != nil {
-		return []string{err.Error()}
+		return nil, err
 	}
 	byName := map[string]trace.Trace{}
-	for _, t := range avail {
+	for _, t := range ts {
 		byName[t.Name] = t
 	}
-	fmt.Printf("heterogeneous markets: measured V100 availability and prices (aws-02-15-2023), prices scaled by tier; %gh job, changeover %gh; %d evenly spaced starts\n", jobHours, changeover, starts)
+	return byName, nil
+}
+
+// runSuite runs the scenarios named in only (all when empty) at every
+// fraction; it returns the targets missed, the mean held to 1.03 when
+// meanTarget is set.
+func runSuite(root string, suite []scenario, what string, meanTarget bool, only []string, fractions []float64, jobHours, changeover float64, starts int) []string {
 	fmt.Printf("  %-14s %4s %8s %8s %8s %9s %8s %6s  %-23s  %s\n", "set", "C/R", "greedy", "uniform", "spotwise", "optimal", "od-only", "misses", "moves/run g/up/sw/opt", "egress/run sw/opt")
 	var failures []string
 	var sumRatio float64
 	var n int
-	for _, sc := range scenarios {
+	sets := map[string]map[string]trace.Trace{}
+	for _, sc := range suite {
 		if len(only) > 0 && !slices.Contains(only, sc.name) {
 			continue
+		}
+		byName, ok := sets[sc.set]
+		if !ok {
+			var err error
+			if byName, err = loadSet(root, sc.set); err != nil {
+				failures = append(failures, fmt.Sprintf("%s: %v", sc.name, err))
+				continue
+			}
+			sets[sc.set] = byName
 		}
 		ts, prices, err := sc.build(byName)
 		if err != nil {
@@ -150,11 +249,13 @@ func heterogeneous(root string, only []string, fractions []float64, jobHours, ch
 			}
 		}
 	}
-	if n > 0 {
-		fmt.Printf("  spotwise mean over the heterogeneous sets: %.3fx the optimum (target <= 1.03x)\n\n", sumRatio/float64(n))
+	if n > 0 && meanTarget {
+		fmt.Printf("  spotwise mean over the %s: %.3fx the optimum (target <= 1.03x)\n\n", what, sumRatio/float64(n))
 		if sumRatio/float64(n) > 1.03 {
-			failures = append(failures, fmt.Sprintf("heterogeneous sets: spotwise %.3fx the optimum on average (limit 1.03x)", sumRatio/float64(n)))
+			failures = append(failures, fmt.Sprintf("%s: spotwise %.3fx the optimum on average (limit 1.03x)", what, sumRatio/float64(n)))
 		}
+	} else if n > 0 {
+		fmt.Printf("  spotwise mean over the %s: %.3fx the optimum (reported, not a target)\n\n", what, sumRatio/float64(n))
 	}
 	return failures
 }

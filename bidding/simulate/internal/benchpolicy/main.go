@@ -43,7 +43,7 @@ func main() {
 		single     = flag.Bool("single", true, "run each zone alone")
 		multi      = flag.Bool("multi", true, "run all zones together")
 		check      = flag.Bool("check", true, "fail when a target is missed")
-		suite      = flag.String("suite", "", `"heterogeneous": the markets where zones differ in price and region, instead of -set`)
+		suite      = flag.String("suite", "", `"heterogeneous": the markets where zones differ in price and region, instead of -set; "generality": the same kind of markets from the other measured sets`)
 		sets       = flag.String("sets", "", "with -suite heterogeneous: only these sets (comma-separated names)")
 		worst      = flag.Int("diagnose", 0, "with -suite heterogeneous: split spotwise's and the optimum's costs and show the N starts where spotwise loses most")
 		start      = flag.Int("start", -1, "with -diagnose: only the run from this start tick")
@@ -51,7 +51,7 @@ func main() {
 	)
 	flag.Parse()
 	if *suite != "" {
-		if *suite != "heterogeneous" {
+		if *suite != "heterogeneous" && *suite != "generality" {
 			fmt.Fprintf(os.Stderr, "bench-policy: unknown suite %q\n", *suite)
 			os.Exit(2)
 		}
@@ -76,7 +76,11 @@ func main() {
 			return
 		}
 		began := time.Now()
-		report(heterogeneous(*traces, only, fr, *jobHours, *changeover, *starts), began, *check)
+		run := heterogeneous
+		if *suite == "generality" {
+			run = generalityCheck
+		}
+		report(run(*traces, only, fr, *jobHours, *changeover, *starts), began, *check)
 		return
 	}
 	b, err := newBench(filepath.Join(*traces, *set), *nodes, *onDemand, *spot, *tracePrice)
