@@ -255,7 +255,7 @@ func streamConfigs(replicas int, logs LogRetention) []jetstream.StreamConfig {
 		mk(StreamLogs, "jobs' output (stdout, stderr), one subject per attempt",
 			[]string{AllLogs}, logs.MaxAge, logs.MaxBytes, LogMessagesPerAttempt),
 		// Money is kept: no age or size limit drops a charge.
-		mk(StreamLedger, "the cost ledger: every charge, append-only, one subject per job",
+		mk(StreamLedger, "the cost ledger: every charge, append-only, a subject per job until its bill is sealed",
 			[]string{subjectLedger + ".>"}, 0, -1, 0),
 	}
 }

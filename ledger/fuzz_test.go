@@ -72,3 +72,52 @@ func FuzzLedgerEntry(f *testing.F) {
 		}
 	})
 }
+
+// Whatever a seal message holds (garbled, forged, a charge the view has,
+// the same charge twice, a sequence past the seal's own), the view never
+// panics, takes each sequence at most once, and a seal seen again adds
+// nothing.
+func FuzzLedgerSeal(f *testing.F) {
+	entry := `{"id":"j/a1/i-1/0","kind":"usage","start":"2026-11-30T23:00:00Z","end":"2026-12-01T01:00:00Z","price_per_hour":6.01,"cost":12.02,"list_cost":30,"job_id":"j","team":"t","recorded_at":"2026-12-01T01:00:00Z"}`
+	other := `{"id":"j/a1/i-2/0","kind":"usage","start":"2026-11-30T23:00:00Z","end":"2026-12-01T00:00:00Z","price_per_hour":2,"cost":2,"job_id":"j","team":"t"}`
+	f.Add([]byte(`{"job":"j","charges":[{"seq":1,"entry":` + entry + `},{"seq":2,"entry":` + other + `}]}`))
+	f.Add([]byte(`{"job":"j","charges":[{"seq":2,"entry":` + other + `},{"seq":2,"entry":` + other + `},{"seq":3,"entry":` + entry + `}]}`))
+	f.Add([]byte(`{"job":"j","charges":[{"seq":100,"entry":` + other + `}]}`))
+	f.Add([]byte(`{"job":"j","charges":[{"seq":0,"entry":` + other + `}]}`))
+	f.Add([]byte(`{"job":"","charges":[{"seq":2,"entry":` + other + `}]}`))
+	f.Add([]byte(`{"job":"j","charges":[{"seq":2,"entry":"not an entry"}]}`))
+	f.Add([]byte(`{"job":"j","charges":[{"seq":18446744073709551615,"entry":{}}]}`))
+	f.Add([]byte(`not json`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v := NewView(zap.NewNop())
+		v.take(events.LedgerMsg{Seq: 1, Subject: "spotwise.ledger.job.j", Data: []byte(entry)})
+		v.take(events.LedgerMsg{Seq: 100, Subject: events.LedgerSealedSubject("j"), Data: data})
+		rows, garbled := v.Len(), v.Garbled()
+		distinct := map[uint64]bool{1: true}
+		s, err := decodeSeal(data, 100)
+		if err == nil {
+			for _, c := range s.Charges {
+				distinct[c.Seq] = true
+			}
+		}
+		if rows > len(distinct) {
+			t.Fatalf("%d rows from %d distinct charges", rows, len(distinct))
+		}
+		v.take(events.LedgerMsg{Seq: 101, Subject: events.LedgerSealedSubject("j"), Data: data})
+		// (A seal refused at 100 for a charge at 100 reads at 101.)
+		if err == nil && v.Len() != rows || v.Garbled() > 2*garbled {
+			t.Fatalf("the seal seen again: %d rows (was %d), %d garbled (was %d)", v.Len(), rows, v.Garbled(), garbled)
+		}
+		var all, months int64
+		v.Each(time.Time{}, time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), func(r *Row) bool {
+			all += int64(r.Cost)
+			return true
+		})
+		for _, c := range v.months {
+			months += int64(c)
+		}
+		if months != all {
+			t.Fatalf("months add to %d, the rows to %d", months, all)
+		}
+	})
+}

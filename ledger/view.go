@@ -45,6 +45,7 @@ type View struct {
 	owed    map[SpendKey]money.Micros
 	byJob   map[string]money.Micros // nil unless KeepJobTotals
 	garbled int
+	taken   seqSet // the sequences of the jobs' charges taken
 	ready   chan struct{}
 	scratch []byte
 }
@@ -128,9 +129,43 @@ func (v *View) Garbled() int {
 	return v.garbled
 }
 
+// take reads one stored message into the view: a charge, or a seal of a
+// job's charges. A charge is taken once by the sequence it was first
+// stored at, whether the view saw it on the job's subject, sealed, or
+// sealed twice (a crash between a seal and the purge that follows it).
 func (v *View) take(m events.LedgerMsg) {
+	if !events.IsLedgerSealed(m.Subject) {
+		if events.LedgerJobID(m.Subject) != "" && !v.takeSeq(m.Seq) {
+			return
+		}
+		v.takeEntry(m.Subject, m.Seq, m.Data)
+		return
+	}
+	s, err := decodeSeal(m.Data, m.Seq)
+	if err != nil {
+		v.mu.Lock()
+		v.garbled++
+		v.mu.Unlock()
+		v.log.Warn("skipping a garbled ledger seal", zap.String("subject", m.Subject), zap.Uint64("seq", m.Seq), zap.Error(err))
+		return
+	}
+	for _, c := range s.Charges {
+		if v.takeSeq(c.Seq) {
+			v.takeEntry(m.Subject, c.Seq, c.Entry)
+		}
+	}
+}
+
+// takeSeq marks the charge first stored at seq as taken; false if it was.
+func (v *View) takeSeq(seq uint64) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.taken.set(seq)
+}
+
+func (v *View) takeEntry(subject string, seq uint64, data []byte) {
 	var e Entry
-	err := json.Unmarshal(m.Data, &e)
+	err := json.Unmarshal(data, &e)
 	if err == nil {
 		err = e.Check()
 	}
@@ -138,10 +173,33 @@ func (v *View) take(m events.LedgerMsg) {
 		v.mu.Lock()
 		v.garbled++
 		v.mu.Unlock()
-		v.log.Warn("skipping a garbled ledger entry", zap.String("subject", m.Subject), zap.Uint64("seq", m.Seq), zap.Error(err))
+		v.log.Warn("skipping a garbled ledger entry", zap.String("subject", subject), zap.Uint64("seq", seq), zap.Error(err))
 		return
 	}
 	v.Add(e)
+}
+
+// seqSet is a set of stream sequences, a bit each, in blocks of 65,536
+// allocated as sequences reach them: ten million charges cost 1.2 MB.
+// Every sequence added is one the stream has reached (a seal's charges
+// come before the seal: decodeSeal).
+type seqSet struct{ blocks []*[1024]uint64 }
+
+// set adds seq and reports whether it was not in the set.
+func (s *seqSet) set(seq uint64) bool {
+	b, i := int(seq>>16), seq&0xffff
+	if b >= len(s.blocks) {
+		s.blocks = append(s.blocks, make([]*[1024]uint64, b+1-len(s.blocks))...)
+	}
+	if s.blocks[b] == nil {
+		s.blocks[b] = new([1024]uint64)
+	}
+	w, bit := &s.blocks[b][i>>6], uint64(1)<<(i&63)
+	if *w&bit != 0 {
+		return false
+	}
+	*w |= bit
+	return true
 }
 
 var dimsCache sync.Map // Dims -> *Dims

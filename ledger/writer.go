@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -66,7 +67,7 @@ func (w *Writer) Record(ctx context.Context, r *job.Record) (int, error) {
 	for try := 0; ; try++ {
 		if st == nil {
 			var err error
-			if st, err = w.read(ctx, r.ID); err != nil {
+			if st, err = w.read(ctx, r); err != nil {
 				return appended, err
 			}
 		}
@@ -150,20 +151,68 @@ func (w *Writer) append(ctx context.Context, r *job.Record, st *written, closed 
 	return len(out), nil
 }
 
-// read folds a job's ledger subject.
-func (w *Writer) read(ctx context.Context, jobID string) (*written, error) {
-	entries, last, garbled, err := Read(ctx, w.bus, events.LedgerJobSubject(jobID))
+// read folds a job's ledger subject, and its seals when its charges may
+// have been sealed (the subject then holds only what came after).
+func (w *Writer) read(ctx context.Context, r *job.Record) (*written, error) {
+	msgs, last, garbled, err := jobCharges(ctx, w.bus, r.ID, mayBeSealed(r, w.clock.Now()))
 	if err != nil {
 		return nil, err
 	}
-	if garbled > 0 {
-		w.log.Warn("skipping garbled ledger entries", zap.String("job", jobID), zap.Int("entries", garbled))
+	entries, bad := decodeEntries(msgs)
+	if garbled += bad; garbled > 0 {
+		w.log.Warn("skipping garbled ledger entries", zap.String("job", r.ID), zap.Int("entries", garbled))
 	}
 	st := &written{last: last, cur: map[string]Entry{}, versions: map[string]int{}}
 	for _, e := range entries {
 		st.fold(e)
 	}
 	return st, nil
+}
+
+// jobCharges are the charges stored on a job's subject and, withSeals,
+// those sealed: each once, oldest first; last is the sequence of the
+// subject's last message (0: it has none), garbled the seals that could
+// not be read.
+func jobCharges(ctx context.Context, bus *events.Bus, jobID string, withSeals bool) (msgs []events.LedgerMsg, last uint64, garbled int, err error) {
+	msgs, err = bus.LedgerSubject(ctx, events.LedgerJobSubject(jobID))
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if len(msgs) > 0 {
+		last = msgs[len(msgs)-1].Seq
+	}
+	if !withSeals {
+		return msgs, last, 0, nil
+	}
+	sealed, garbled, err := sealed(ctx, bus, jobID)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	// A charge both sealed and still on the subject (a crash before the
+	// purge) is one charge.
+	onSubject := make(map[uint64]bool, len(msgs))
+	for _, m := range msgs {
+		onSubject[m.Seq] = true
+	}
+	for _, m := range sealed {
+		if !onSubject[m.Seq] {
+			msgs = append(msgs, m)
+		}
+	}
+	slices.SortFunc(msgs, func(a, b events.LedgerMsg) int { return cmpSeq(a.Seq, b.Seq) })
+	return msgs, last, garbled, nil
+}
+
+// ReadJob is every charge of a job, on its subject or sealed, oldest
+// first, and how many stored messages were garbled (skipped, never
+// summed).
+func ReadJob(ctx context.Context, bus *events.Bus, jobID string) (entries []Entry, garbled int, err error) {
+	msgs, _, garbled, err := jobCharges(ctx, bus, jobID, true)
+	if err != nil {
+		return nil, 0, err
+	}
+	entries, bad := decodeEntries(msgs)
+	return entries, garbled + bad, nil
 }
 
 // Read is what one ledger subject holds: its entries, oldest first, the
@@ -174,8 +223,17 @@ func Read(ctx context.Context, bus *events.Bus, subject string) (entries []Entry
 	if err != nil {
 		return nil, 0, 0, err
 	}
+	if len(msgs) > 0 {
+		last = msgs[len(msgs)-1].Seq
+	}
+	entries, garbled = decodeEntries(msgs)
+	return entries, last, garbled, nil
+}
+
+// decodeEntries decodes stored charges, skipping (and counting) the
+// garbled ones.
+func decodeEntries(msgs []events.LedgerMsg) (entries []Entry, garbled int) {
 	for _, m := range msgs {
-		last = m.Seq
 		var e Entry
 		if err := json.Unmarshal(m.Data, &e); err != nil || e.Check() != nil {
 			garbled++
@@ -183,7 +241,7 @@ func Read(ctx context.Context, bus *events.Bus, subject string) (entries []Entry
 		}
 		entries = append(entries, e)
 	}
-	return entries, last, garbled, nil
+	return entries, garbled
 }
 
 // Sum is what entries bill together.
@@ -247,14 +305,17 @@ func (w *Writer) Run(ctx context.Context) error {
 	var (
 		mu       sync.Mutex
 		done     uint64
+		saved    uint64
 		lastSave time.Time
 	)
+	// The place is saved at most once a second while versions come, and
+	// a second after the last (the sealer goes by it: ledger.Sealer).
 	save := func(force bool) {
 		mu.Lock()
 		rev := done
-		due := force || time.Since(lastSave) > time.Second
+		due := (force || time.Since(lastSave) > time.Second) && rev != saved
 		if due {
-			lastSave = time.Now()
+			lastSave, saved = time.Now(), rev
 		}
 		mu.Unlock()
 		if due && rev >= from {
@@ -279,10 +340,18 @@ func (w *Writer) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	<-ctx.Done()
-	stop()
-	save(true)
-	return nil
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			save(false)
+		case <-ctx.Done():
+			stop()
+			save(true)
+			return nil
+		}
+	}
 }
 
 // retry writes one record's charges until it succeeds or ctx ends.

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -35,7 +36,9 @@ import (
 // jobs stream, cloned from a job that ran on the simulated cloud (its
 // record and events, re-encoded with the real encoders for each clone's
 // ID, name, team, end and times, spread over the last 20 days), its
-// charges in the cost ledger and the ledger writer's place past them. The store
+// charges in the cost ledger (sealed, but for those of the jobs that
+// finished within the last hour: ledger.Sealer) and the ledger writer's
+// place past them. The store
 // is filled by publishing into JetStream directly, in asynchronous
 // batches, then a server starts on it; the benchmark reports how long
 // the start took (the API's index and the scheduler reading every record)
@@ -276,86 +279,149 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 	var failed atomic.Int64
 	var wg sync.WaitGroup
 	const workers = 2
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			js, err := jetstream.New(bus.Conn(), jetstream.WithPublishAsyncMaxPending(4096),
-				jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { failed.Add(1) }))
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			// A publish the client holds back (too many unacknowledged)
-			// waits for the acknowledgements and goes again.
-			publish := func(subject string, data []byte) {
-				for try := 0; ; try++ {
-					_, err := js.PublishAsync(subject, data)
-					if err == nil {
-						return
-					}
-					if try == 10 {
-						failed.Add(1)
-						return
-					}
-					<-js.PublishAsyncComplete()
-				}
-			}
-			for i := w; i < n; i += workers {
-				at := start.Add(time.Duration(i) * step)
-				d := at.Sub(first.Status.SubmittedAt)
-				r := cloneShifted(tplv, d).Interface().(job.Record)
-				id := job.NewID(at)
-				r.ID, r.Spec.Name, r.Spec.Team = id, names[i%len(names)], finishedTeams[i%len(finishedTeams)]
-				r.Status.State = ends[i%len(ends)]
-				for k := range r.Status.Attempts {
-					r.Status.Attempts[k].LaunchKey = job.LaunchKey(id, r.Status.Attempts[k].N)
-				}
-				data, err := json.Marshal(&r)
+	// The jobs that finished over an hour ago have their charges sealed
+	// (ledger.Sealer): stored on their own subjects, copied to the sealed
+	// ones, and the job subjects purged; those of the last hour are on
+	// their own subjects still.
+	cutoff := sort.Search(n, func(i int) bool {
+		return !start.Add(time.Duration(i) * step).Add(first.Status.FinishedAt.Sub(first.Status.SubmittedAt)).Before(end.Add(-ledger.SealAfter))
+	})
+	fill := func(lo, hi int, seal bool) {
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				js, err := jetstream.New(bus.Conn(), jetstream.WithPublishAsyncMaxPending(4096),
+					jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { failed.Add(1) }))
 				if err != nil {
 					b.Error(err)
 					return
 				}
-				publish("$KV."+events.BucketJobs+"."+id, data)
-				for _, h := range hist {
-					ev := *h.Event
-					ev.JobID = id
-					if ev.State.Terminal() {
-						ev.State = r.Status.State
+				// A publish the client holds back (too many unacknowledged)
+				// waits for the acknowledgements and goes again.
+				publish := func(subject string, data []byte) jetstream.PubAckFuture {
+					for try := 0; ; try++ {
+						f, err := js.PublishAsync(subject, data)
+						if err == nil {
+							return f
+						}
+						if try == 10 {
+							failed.Add(1)
+							return nil
+						}
+						<-js.PublishAsyncComplete()
 					}
-					data, err := events.Encode(&ev, "", h.Envelope.Source, h.Envelope.Time.Add(d))
-					if err != nil {
-						b.Error(err)
-						return
+				}
+				// The charges to seal once they are stored (a seal names
+				// the sequence each was stored at).
+				type charges struct {
+					id    string
+					data  [][]byte
+					acked []jetstream.PubAckFuture
+				}
+				var toSeal []charges
+				flush := func() {
+					<-js.PublishAsyncComplete()
+					for _, c := range toSeal {
+						msgs := make([]events.LedgerMsg, len(c.acked))
+						for k, f := range c.acked {
+							select {
+							case ack := <-f.Ok():
+								msgs[k] = events.LedgerMsg{Seq: ack.Sequence, Data: c.data[k]}
+							default:
+								failed.Add(1)
+								return
+							}
+						}
+						seals, err := ledger.SealMessages(c.id, msgs)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						for _, m := range seals {
+							publish(events.LedgerSealedSubject(c.id), m.Data)
+						}
 					}
-					publish(events.JobEventsSubject(id), data)
-				}
-				// Its charges, as the ledger's writer appends them once
-				// the job has ended (without the de-duplication ID, which
-				// only matters for two minutes).
-				closed, _ := ledger.Charges(&r, r.Status.FinishedAt)
-				for _, e := range closed {
-					e.RecordedAt = r.Status.FinishedAt
-					data, err := json.Marshal(&e)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					publish(events.LedgerJobSubject(id), data)
-				}
-				if i%(n/cap(sample)+1) == 0 {
-					smu.Lock()
-					sample = append(sample, id)
-					smu.Unlock()
-				}
-				if i%4096 < workers {
+					toSeal = toSeal[:0]
 					<-js.PublishAsyncComplete()
 				}
-			}
-			<-js.PublishAsyncComplete()
-		}()
+				for i := lo + w; i < hi; i += workers {
+					at := start.Add(time.Duration(i) * step)
+					d := at.Sub(first.Status.SubmittedAt)
+					r := cloneShifted(tplv, d).Interface().(job.Record)
+					id := job.NewID(at)
+					r.ID, r.Spec.Name, r.Spec.Team = id, names[i%len(names)], finishedTeams[i%len(finishedTeams)]
+					r.Status.State = ends[i%len(ends)]
+					for k := range r.Status.Attempts {
+						r.Status.Attempts[k].LaunchKey = job.LaunchKey(id, r.Status.Attempts[k].N)
+					}
+					data, err := json.Marshal(&r)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					publish("$KV."+events.BucketJobs+"."+id, data)
+					for _, h := range hist {
+						ev := *h.Event
+						ev.JobID = id
+						if ev.State.Terminal() {
+							ev.State = r.Status.State
+						}
+						data, err := events.Encode(&ev, "", h.Envelope.Source, h.Envelope.Time.Add(d))
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						publish(events.JobEventsSubject(id), data)
+					}
+					// Its charges, as the ledger's writer appends them once
+					// the job has ended (without the de-duplication ID, which
+					// only matters for two minutes).
+					closed, _ := ledger.Charges(&r, r.Status.FinishedAt)
+					c := charges{id: id}
+					for _, e := range closed {
+						e.RecordedAt = r.Status.FinishedAt
+						data, err := json.Marshal(&e)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						c.data, c.acked = append(c.data, data), append(c.acked, publish(events.LedgerJobSubject(id), data))
+					}
+					if seal && len(closed) > 0 {
+						toSeal = append(toSeal, c)
+					}
+					if i%(n/cap(sample)+1) == 0 {
+						smu.Lock()
+						sample = append(sample, id)
+						smu.Unlock()
+					}
+					if i%4096 < workers {
+						flush()
+					}
+				}
+				flush()
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
+	fill(0, cutoff, true)
+	if cutoff > 0 {
+		// Sealed: off their own subjects.
+		st, err := jetstream.New(bus.Conn())
+		if err != nil {
+			b.Fatal(err)
+		}
+		ls, err := st.Stream(ctx, events.StreamLedger)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := ls.Purge(ctx, jetstream.WithPurgeSubject(events.LedgerJobSubject("*"))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fill(cutoff, n, false)
+	b.Logf("%d finished jobs' charges sealed, %d on their own subjects", cutoff, n-cutoff)
 	if f := failed.Load(); f > 0 {
 		b.Fatalf("%d publishes failed while filling the store", f)
 	}

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spotwise/spotwise/api"
 	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/events/eventstest"
 	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/ledger"
@@ -43,6 +45,16 @@ func ledgerOf(t *testing.T, bus *events.Bus, subject string) []ledger.Entry {
 	return es
 }
 
+// jobLedger reads a job's entries, on its subject or sealed.
+func jobLedger(t *testing.T, bus *events.Bus, id string) []ledger.Entry {
+	t.Helper()
+	es, garbled, err := ledger.ReadJob(context.Background(), bus, id)
+	if err != nil || garbled > 0 {
+		t.Fatalf("reading the ledger of %s: %v (%d garbled)", id, err, garbled)
+	}
+	return es
+}
+
 var total = ledger.Sum
 
 // Two teams' jobs, one preempted and one moved off for maintenance, and an
@@ -52,7 +64,9 @@ var total = ledger.Sum
 // cost report by team adds up to the cloud's whole bill; the ledger
 // rebuilt from the jobs' records is the same; the spend metric says so.
 func TestCostLedgerAddsUpToTheCloudsBill(t *testing.T) {
-	s := startServer(t, testConfig(t.TempDir()))
+	cfg := testConfig(t.TempDir())
+	cfg.Retention.Interval = job.Duration(time.Second) // the sealer's rounds
+	s := startServer(t, cfg)
 	c := clientOf(s)
 	ctx := context.Background()
 	start := s.Clock().Now().Add(-time.Hour)
@@ -129,7 +143,7 @@ func TestCostLedgerAddsUpToTheCloudsBill(t *testing.T) {
 			if r.Status.Current != nil || r.Status.Previous != nil {
 				return fmt.Errorf("job %s still holds an attempt", id)
 			}
-			if got := total(ledgerOf(t, s.Bus(), events.LedgerJobSubject(id))); got != r.CostAt(s.Clock().Now()) {
+			if got := total(jobLedger(t, s.Bus(), id)); got != r.CostAt(s.Clock().Now()) {
 				return fmt.Errorf("job %s: the ledger holds %s, the record bills %s", id, got, r.CostAt(s.Clock().Now()))
 			}
 			recs = append(recs, r)
@@ -158,7 +172,7 @@ func TestCostLedgerAddsUpToTheCloudsBill(t *testing.T) {
 		}
 		perTeam[r.Spec.Team] += cost
 		// Rebuilt from the record, the charges in force are the ledger's.
-		kept := ledger.Fold(ledgerOf(t, s.Bus(), events.LedgerJobSubject(r.ID)))
+		kept := ledger.Fold(jobLedger(t, s.Bus(), r.ID))
 		for _, e := range kept {
 			if e.Category == ledger.OverheadTeardown {
 				teardown += e.Cost // the job's instances shutting down after it ended
@@ -226,6 +240,40 @@ func TestCostLedgerAddsUpToTheCloudsBill(t *testing.T) {
 	metrics := getText(t, s, "/metrics")
 	if !strings.Contains(metrics, `spotwise_spend_usd_total{provider="`) || !strings.Contains(metrics, `team="vision"`) {
 		t.Errorf("no spend metric by team:\n%s", grepLines(metrics, "spotwise_spend"))
+	}
+
+	// An hour of the scheduler's clock after the jobs finished, their
+	// charges are sealed: their own subjects go, and the report is the
+	// same, from the server's view that saw them before and from a view
+	// that reads only the seals.
+	testutil.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
+		left, _, err := s.Bus().LedgerJobs(ctx, 0)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if slices.Contains(left, id) {
+				return fmt.Errorf("job %s's charges are still on its own subject", id)
+			}
+		}
+		return nil
+	})
+	var again api.CostSeries
+	getJSON(t, s, q, &again)
+	if again.Total != series.Total || again.Overhead != series.Overhead {
+		t.Errorf("once sealed, the report says %s (overhead %s), before %s (%s)", again.Total, again.Overhead, series.Total, series.Overhead)
+	}
+	fresh := ledger.NewView(eventstest.Logger(t)).KeepJobTotals()
+	stop, err := fresh.Follow(ctx, s.Bus())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	<-fresh.Ready()
+	for _, r := range recs {
+		if got, want := fresh.JobTotal(r.ID), r.CostAt(s.Clock().Now()); got != want {
+			t.Errorf("job %s: a view of the sealed ledger bills %s, the record %s", r.ID, got, want)
+		}
 	}
 }
 

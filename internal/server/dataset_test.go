@@ -8,7 +8,6 @@ import (
 
 	"github.com/spotwise/spotwise/api"
 	"github.com/spotwise/spotwise/bidding"
-	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/ledger"
@@ -117,7 +116,7 @@ data: {provider: %s, region: %s, size_gb: %d}
 		if r.Status.Current != nil || r.Status.Previous != nil {
 			return fmt.Errorf("job still holds an attempt")
 		}
-		es = ledgerOf(t, s.Bus(), events.LedgerJobSubject(v.ID))
+		es = jobLedger(t, s.Bus(), v.ID)
 		if got := total(es); got != r.CostAt(s.Clock().Now()) {
 			return fmt.Errorf("the ledger holds %s, the record bills %s", got, r.CostAt(s.Clock().Now()))
 		}

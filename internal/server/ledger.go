@@ -60,6 +60,33 @@ func (s *Server) writeLedger(ctx context.Context, wg *sync.WaitGroup) {
 	}()
 }
 
+// sealBatch is the most jobs one round of the ledger's sealer seals: a
+// store with many to seal (one upgraded from before sealing) is brought
+// down over several rounds, not in one long stall.
+const sealBatch = 10_000
+
+// sealLedger seals the charges of the jobs whose bills are final (see
+// ledger.Sealer), every retention interval while this server's term
+// lasts. The first round waits two leases' time, for the server whose
+// term ended before this one's (its writer may be reading old versions
+// still) to have stopped.
+func (s *Server) sealLedger(ctx context.Context) {
+	sealer := ledger.NewSealer(s.bus, s.clock, s.log.Named("ledger"))
+	every(ctx, max(2*s.bus.LeaseTTL(), time.Second), func() time.Duration {
+		n, err := sealer.Round(ctx, sealBatch)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("sealing the ledger", zap.Error(err))
+		}
+		if n > 0 {
+			s.log.Info("jobs' charges sealed", zap.Int("jobs", n))
+		}
+		if n >= sealBatch {
+			return time.Second // more may be due
+		}
+		return s.cfg.Retention.Interval.D()
+	})
+}
+
 // reservedIdleEvery is how often, on the scheduler's clock, the hours the
 // simulated cloud's reservations left idle are recorded.
 const reservedIdleEvery = 15 * time.Minute

@@ -282,10 +282,14 @@ func (s *Server) lead(ctx context.Context) error {
 	}
 	s.term.Store(&term{cloud: cloud, clouds: clouds, scheduler: sched})
 	defer s.term.Store(nil)
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		s.prune(tctx)
+	}()
+	go func() {
+		defer wg.Done()
+		s.sealLedger(tctx)
 	}()
 	return sched.Run(tctx)
 }
@@ -299,8 +303,22 @@ func (s *Server) prune(ctx context.Context) {
 	if policy.MaxAge == 0 && policy.MaxJobs == 0 {
 		return
 	}
-	wait := r.Interval.D()
-	for {
+	every(ctx, r.Interval.D(), func() time.Duration {
+		n, err := s.api.Prune(ctx, policy)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("retention", zap.Error(err))
+		}
+		if n > 0 && err == nil {
+			return time.Second // more may be over the limits
+		}
+		return r.Interval.D()
+	})
+}
+
+// every runs round once first has passed (wall time), then again after
+// each wait round returns, until ctx ends.
+func every(ctx context.Context, first time.Duration, round func() time.Duration) {
+	for wait := first; ; {
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -308,14 +326,7 @@ func (s *Server) prune(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		n, err := s.api.Prune(ctx, policy)
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("retention", zap.Error(err))
-		}
-		wait = r.Interval.D()
-		if n > 0 && err == nil {
-			wait = time.Second // more may be over the limits
-		}
+		wait = round()
 	}
 }
 

@@ -1,0 +1,244 @@
+package ledger_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/spotwise/spotwise/clock"
+	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/events/eventstest"
+	"github.com/spotwise/spotwise/internal/testutil"
+	"github.com/spotwise/spotwise/job"
+	"github.com/spotwise/spotwise/ledger"
+	"github.com/spotwise/spotwise/money"
+)
+
+// finishedRecord is spotRecord's job, finished at 75 minutes with every
+// instance's end reported: its bill is final.
+func finishedRecord() *job.Record {
+	r := spotRecord()
+	a := *r.Status.Current
+	a.Spans = []job.Span{{Instance: "i-1", From: at(0), To: at(75), Prices: a.Spans[0].Prices}, {Instance: "i-2", From: at(0), To: at(45)}}
+	a.EndedAt, a.Outcome = at(75), job.OutcomeSucceeded
+	a.Cost = money.Billed(at(0), at(75), money.MustParse("6.01"), a.Spans[0].Prices) + money.MustParse("6.01").ForDuration(45*time.Minute)
+	r.Status.Current, r.Status.Attempts, r.Status.EndedCost = nil, []job.Attempt{a}, a.Cost
+	r.Status.State, r.Status.FinishedAt = job.Succeeded, at(75)
+	return r
+}
+
+func follow(t *testing.T, bus *events.Bus) *ledger.View {
+	t.Helper()
+	v := ledger.NewView(eventstest.Logger(t)).KeepJobTotals()
+	stop, err := v.Follow(context.Background(), bus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	<-v.Ready()
+	return v
+}
+
+func ledgerJobs(t *testing.T, bus *events.Bus) []string {
+	t.Helper()
+	ids, _, err := bus.LedgerJobs(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// A job's sealed charges leave its own subject and are counted once: by a
+// view that saw them before the seal, by one that reads only the seal,
+// and when a crash between the seal and the purge sealed them twice. The
+// writer reads a sealed job's seals, so a correction that comes after
+// reverses and charges again what was sealed, and appends nothing twice.
+func TestSealedChargesAreCountedOnce(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(at(80))
+	bus := eventstest.NewBus(t, clk)
+	log := eventstest.Logger(t)
+	r := finishedRecord()
+	closed, open := ledger.Charges(r, clk.Now())
+	want := r.CostAt(clk.Now())
+	if len(open) != 0 || ledger.Sum(closed) != want || len(closed) < 3 {
+		t.Fatalf("the fixture's bill is not final: %d closed summing to %s, %d open, the record bills %s", len(closed), ledger.Sum(closed), len(open), want)
+	}
+	record(t, ledger.NewWriter(bus, clk, log), r, len(closed))
+	live := follow(t, bus)
+
+	n, err := ledger.Seal(ctx, bus, r.ID)
+	if err != nil || n != len(closed) {
+		t.Fatalf("sealed %d charges (%v), want %d", n, err, len(closed))
+	}
+	if es := stored(t, bus, r.ID); len(es) != 0 || slices.Contains(ledgerJobs(t, bus), r.ID) {
+		t.Fatalf("the job's subject still holds %d charges after the seal", len(es))
+	}
+	// A crash between a seal and its purge: the next round seals the
+	// same charges again.
+	seals, err := bus.LedgerSubject(ctx, events.LedgerSealedSubject(r.ID))
+	if err != nil || len(seals) != 1 {
+		t.Fatalf("%d seal messages (%v), want 1", len(seals), err)
+	}
+	if _, err := bus.PublishLedgerSeal(ctx, r.ID, seals[0].Data, ""); err != nil {
+		t.Fatal(err)
+	}
+	// Another job's charge after both: once the live view has it, it has
+	// been through the seals.
+	other := ledger.Entry{ID: "overhead/i-9", Kind: ledger.Overhead, Category: ledger.OverheadOrphan, Start: at(0), End: at(30),
+		PricePerHour: money.MustParse("2"), Cost: money.MustParse("1"), Instance: "i-9"}
+	if _, err := ledger.AppendOverhead(ctx, bus, other); err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if live.Len() != len(closed)+1 {
+			return fmt.Errorf("the live view holds %d charges, want %d", live.Len(), len(closed)+1)
+		}
+		return nil
+	})
+	fresh := follow(t, bus)
+	for name, v := range map[string]*ledger.View{"the view that saw the charges before the seal": live, "a view that read only the seals": fresh} {
+		if got := v.JobTotal(r.ID); got != want || v.Len() != len(closed)+1 || v.Garbled() != 0 {
+			t.Errorf("%s bills the job %s in %d charges (%d garbled), the record %s in %d", name, got, v.Len(), v.Garbled(), want, len(closed))
+		}
+		if got := v.Totals()[ledger.SpendKey{Team: "vision", Provider: "aws", Purchase: "spot"}]; got != want {
+			t.Errorf("%s: spend metric total %s, want %s", name, got, want)
+		}
+	}
+
+	// An hour on, i-2's end turns out to be 50 minutes: a writer that
+	// never saw the job reads its seals, reverses the sealed charge and
+	// charges it again, and appends nothing else.
+	clk.Set(at(75).Add(ledger.SealAfter + time.Minute))
+	w := ledger.NewWriter(bus, clk, log)
+	record(t, w, r, 0)
+	r.Status.Attempts[0].Spans[1].To = at(50)
+	r.Status.Attempts[0].Cost += money.MustParse("6.01").ForDuration(5 * time.Minute)
+	r.Status.EndedCost = r.Status.Attempts[0].Cost
+	want = r.CostAt(clk.Now())
+	record(t, w, r, 2)
+	record(t, ledger.NewWriter(bus, clk, log), r, 0)
+	es := stored(t, bus, r.ID)
+	if len(es) != 2 || es[0].Reverses != r.ID+"/a1/i-2/0" || es[1].ID != r.ID+"/a1/i-2/0~v2" {
+		t.Fatalf("after the correction the job's subject holds %+v, want the reversal and the new version", es)
+	}
+	if _, err := ledger.Seal(ctx, bus, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	after := follow(t, bus)
+	if got := after.JobTotal(r.ID); got != want || after.Len() != len(closed)+3 {
+		t.Errorf("after the correction, sealed twice over: a view bills %s in %d charges, the record %s", got, after.Len(), want)
+	}
+}
+
+// The sealer seals what is final and only that: a job finished over an
+// hour ago whose instances' ends are all reported, and a job removed from
+// the store; never a running job, one finished lately, one with a version
+// the ledger's writer has not read yet, nor anything before the writer
+// has saved its place.
+func TestSealerSealsFinalBillsOnly(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(at(80))
+	bus := eventstest.NewBus(t, clk)
+	log := eventstest.Logger(t)
+	w := ledger.NewWriter(bus, clk, log)
+	put := func(r *job.Record) uint64 {
+		t.Helper()
+		rev, err := bus.Jobs().Create(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Record(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		return rev
+	}
+	running := spotRecord()
+	put(running)
+	old, gone := finishedRecord(), finishedRecord()
+	gone.ID = job.NewID(at(1))
+	put(old)
+	put(gone)
+	if _, err := bus.DeleteJobs(ctx, []string{gone.ID}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(at(75).Add(ledger.SealAfter + time.Minute))
+	recent := finishedRecord()
+	recent.ID = job.NewID(at(2))
+	recent.Status.FinishedAt = clk.Now().Add(-10 * time.Minute)
+	put(recent)
+	written, err := bus.JobLastRevision(ctx, recent.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unread := finishedRecord()
+	unread.ID = job.NewID(at(3))
+	unreadRev := put(unread)
+	all := []string{running.ID, old.ID, gone.ID, recent.ID, unread.ID}
+	slices.Sort(all)
+	if got := ledgerJobs(t, bus); !slices.Equal(got, all) {
+		t.Fatalf("the ledger lists the jobs %v, want %v", got, all)
+	}
+
+	s := ledger.NewSealer(bus, clk, log)
+	if n, err := s.Round(ctx, 100); err != nil || n != 0 {
+		t.Fatalf("before the writer saved its place: sealed %d (%v)", n, err)
+	}
+	saveCursor := func(rev uint64) {
+		t.Helper()
+		if _, err := bus.Meta().Put(ctx, "ledger.cursor", []byte(strconv.FormatUint(rev, 10))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	saveCursor(written)
+	if n, err := s.Round(ctx, 100); err != nil || n != 2 {
+		t.Fatalf("sealed %d (%v), want the finished job and the removed one", n, err)
+	}
+	left := []string{running.ID, recent.ID, unread.ID}
+	slices.Sort(left)
+	if got := ledgerJobs(t, bus); !slices.Equal(got, left) {
+		t.Fatalf("after a round the ledger lists %v, want %v", got, left)
+	}
+	saveCursor(unreadRev)
+	if n, err := s.Round(ctx, 100); err != nil || n != 1 || slices.Contains(ledgerJobs(t, bus), unread.ID) {
+		t.Fatalf("once the writer read it: sealed %d (%v), the ledger lists %v", n, err, ledgerJobs(t, bus))
+	}
+	// Every charge is still there, once.
+	v := follow(t, bus)
+	for _, r := range []*job.Record{old, gone, unread} {
+		if got := v.JobTotal(r.ID); got != r.CostAt(clk.Now()) {
+			t.Errorf("job %s: the view bills %s, the record %s", r.ID, got, r.CostAt(clk.Now()))
+		}
+	}
+}
+
+// A garbled message on a job's subject is sealed as it was: a view
+// skips and counts it either way, and sums the rest.
+func TestGarbledChargeIsSealedAsGarbled(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(at(80))
+	bus := eventstest.NewBus(t, clk)
+	r := finishedRecord()
+	closed, _ := ledger.Charges(r, clk.Now())
+	record(t, ledger.NewWriter(bus, clk, eventstest.Logger(t)), r, len(closed))
+	es, last, _, err := ledger.Read(ctx, bus, events.LedgerJobSubject(r.ID))
+	if err != nil || len(es) != len(closed) {
+		t.Fatal(err)
+	}
+	if _, err := bus.AppendLedger(ctx, events.LedgerJobSubject(r.ID), []byte("\x00not json"), "", last); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ledger.Seal(ctx, bus, r.ID); err != nil || n != len(closed)+1 {
+		t.Fatalf("sealed %d (%v), want %d", n, err, len(closed)+1)
+	}
+	v := follow(t, bus)
+	if v.Garbled() != 1 || v.JobTotal(r.ID) != r.CostAt(clk.Now()) {
+		t.Fatalf("a view of the seal: %d garbled, the job billed %s; want 1 and %s", v.Garbled(), v.JobTotal(r.ID), r.CostAt(clk.Now()))
+	}
+	if got, garbled, err := ledger.ReadJob(ctx, bus, r.ID); err != nil || garbled != 1 || ledger.Sum(got) != r.CostAt(clk.Now()) {
+		t.Fatalf("ReadJob: %s in %d entries, %d garbled (%v)", ledger.Sum(got), len(got), garbled, err)
+	}
+}
