@@ -60,10 +60,11 @@ func (s *Server) writeLedger(ctx context.Context, wg *sync.WaitGroup) {
 	}()
 }
 
-// sealBatch is the most jobs one round of the ledger's sealer seals: a
-// store with many to seal (one upgraded from before sealing) is brought
-// down over several rounds, not in one long stall.
-const sealBatch = 10_000
+// sealBatch is the most jobs one round of the ledger's sealer seals: one
+// page of the job subjects NATS lists (a store with many to seal, one
+// from before sealing, is brought down a page a round, each page listed
+// once).
+const sealBatch = 100_000
 
 // sealLedger seals the charges of the jobs whose bills are final (see
 // ledger.Sealer), every retention interval while this server's term
