@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -179,6 +180,9 @@ type Sealer struct {
 	clock  clock.Clock
 	log    *zap.Logger
 	offset int // where the next round lists the job subjects from
+	// Left is, after each round, how many jobs' charges are on their own
+	// subjects (not sealed).
+	Left atomic.Int64
 }
 
 // NewSealer returns a sealer over bus.
@@ -221,6 +225,7 @@ func (s *Sealer) Round(ctx context.Context, limit int) (int, error) {
 		}
 		n++
 	}
+	s.Left.Store(int64(total - n))
 	// The sealed subjects are gone from the list: the next round goes on
 	// past the ones this one kept.
 	s.offset += kept

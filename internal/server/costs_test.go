@@ -258,6 +258,20 @@ func TestCostLedgerAddsUpToTheCloudsBill(t *testing.T) {
 		}
 		return nil
 	})
+	// The scheduling server says how many it sealed and how many are
+	// left on their own subjects.
+	testutil.CheckFor(t, 10*time.Second, 100*time.Millisecond, func() error {
+		m := getText(t, s, "/metrics")
+		var sealed, left float64
+		for _, l := range strings.Split(m, "\n") {
+			fmt.Sscanf(l, "spotwise_ledger_sealed_jobs_total %g", &sealed)
+			fmt.Sscanf(l, "spotwise_ledger_unsealed_jobs %g", &left)
+		}
+		if sealed < float64(len(ids)) || !strings.Contains(m, "\nspotwise_ledger_unsealed_jobs ") {
+			return fmt.Errorf("the metrics say %v jobs sealed, %v left:\n%s", sealed, left, grepLines(m, "spotwise_ledger"))
+		}
+		return nil
+	})
 	var again api.CostSeries
 	getJSON(t, s, q, &again)
 	if again.Total != series.Total || again.Overhead != series.Overhead {

@@ -75,8 +75,11 @@ func (s *Server) sealLedger(ctx context.Context) {
 	sealer := ledger.NewSealer(s.bus, s.clock, s.log.Named("ledger"))
 	every(ctx, max(2*s.bus.LeaseTTL(), time.Second), func() time.Duration {
 		n, err := sealer.Round(ctx, sealBatch)
+		s.sealedJobs.Add(int64(n))
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("sealing the ledger", zap.Error(err))
+		} else if err == nil {
+			s.unsealedJobs.Store(sealer.Left.Load())
 		}
 		if n > 0 {
 			s.log.Info("jobs' charges sealed", zap.Int("jobs", n))

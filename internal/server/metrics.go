@@ -28,6 +28,14 @@ func (s *Server) registry() (*prometheus.Registry, error) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "spotwise", Subsystem: "scheduler", Name: "leader",
 			Help: "1 while this server holds the scheduler lease and schedules, 0 on standby."},
 			func() float64 { return b2f(s.role() == RoleLeader) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "spotwise", Subsystem: "ledger", Name: "sealed_jobs_total",
+			Help: "Jobs whose charges this server sealed: moved off their own ledger subject once their bill was final."},
+			func() float64 { return float64(s.sealedJobs.Load()) }),
+		&leaderGauge{leader: func() bool { return s.role() == RoleLeader }, value: func() (float64, bool) {
+			n := s.unsealedJobs.Load()
+			return float64(n), n >= 0
+		}, desc: prometheus.NewDesc("spotwise_ledger_unsealed_jobs",
+			"Jobs whose charges are on their own ledger subject, not sealed yet, as the scheduling server's last sealing round counted them; exported by that server.", nil, nil)},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "spotwise", Name: "ready",
 			Help: "1 when every readiness check of GET /readyz passes (NATS connected, the job bucket and streams answer, the scheduler role known), 0 otherwise."},
 			func() float64 { return b2f(s.Readiness(context.Background()).Ready()) }),
@@ -73,6 +81,22 @@ func (s *spend) Collect(ch chan<- prometheus.Metric) {
 	}
 	for k, c := range s.v.Totals() {
 		ch <- prometheus.MustNewConstMetric(s.desc, prometheus.CounterValue, c.Dollars(), k.Team, k.Provider, k.Purchase)
+	}
+}
+
+// leaderGauge is a gauge only the scheduling server exports, once it
+// has a value.
+type leaderGauge struct {
+	leader func() bool
+	value  func() (float64, bool)
+	desc   *prometheus.Desc
+}
+
+func (g *leaderGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+func (g *leaderGauge) Collect(ch chan<- prometheus.Metric) {
+	if v, ok := g.value(); ok && g.leader() {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, v)
 	}
 }
 

@@ -61,6 +61,11 @@ type Server struct {
 	node        string       // this server's name for the scheduler lease
 	ledger      *ledger.View // this server's view of the cost ledger
 	version     string       // of the binary, for spotwise_build_info
+
+	// sealedJobs counts the jobs whose charges this server sealed;
+	// unsealedJobs is how many its last sealing round left on their own
+	// ledger subjects (-1: none ran yet).
+	sealedJobs, unsealedJobs atomic.Int64
 }
 
 // Start brings a server up and returns once it accepts requests.
@@ -73,6 +78,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger, opts ...Option) (*S
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, log: log, cancel: cancel}
+	s.unsealedJobs.Store(-1)
 	for _, o := range opts {
 		o(s)
 	}
