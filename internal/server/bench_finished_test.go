@@ -442,8 +442,12 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := ls.Purge(ctx, jetstream.WithPurgeSubject(events.LedgerJobSubject("*"))); err != nil {
-			b.Fatal(err)
+		// Millions of messages: longer than a request's default 5 s.
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		err = ls.Purge(pctx, jetstream.WithPurgeSubject(events.LedgerJobSubject("*")))
+		cancel()
+		if err != nil {
+			b.Fatalf("purging the sealed jobs' subjects: %v", err)
 		}
 	}
 	fill(cutoff, n, false)
