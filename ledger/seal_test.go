@@ -134,28 +134,50 @@ func TestSealedChargesAreCountedOnce(t *testing.T) {
 	}
 }
 
+// sealRig is a store and a ledger writer at 80 minutes, for the sealer.
+type sealRig struct {
+	t   *testing.T
+	ctx context.Context
+	clk *clock.Fake
+	bus *events.Bus
+	w   *ledger.Writer
+}
+
+func newSealRig(t *testing.T) *sealRig {
+	clk := clock.NewFake(at(80))
+	bus := eventstest.NewBus(t, clk)
+	return &sealRig{t: t, ctx: context.Background(), clk: clk, bus: bus, w: ledger.NewWriter(bus, clk, eventstest.Logger(t))}
+}
+
+// put stores a record and its charges, and returns its revision.
+func (g *sealRig) put(r *job.Record) uint64 {
+	g.t.Helper()
+	rev, err := g.bus.Jobs().Create(g.ctx, r)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if _, err := g.w.Record(g.ctx, r); err != nil {
+		g.t.Fatal(err)
+	}
+	return rev
+}
+
+// saveCursor saves the writer's place as its Run does.
+func (g *sealRig) saveCursor(rev uint64) {
+	g.t.Helper()
+	if _, err := g.bus.Meta().Put(g.ctx, "ledger.cursor", []byte(strconv.FormatUint(rev, 10))); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
 // The sealer seals what is final and only that: a job finished over an
 // hour ago whose instances' ends are all reported, and a job removed from
 // the store; never a running job, one finished lately, one with a version
 // the ledger's writer has not read yet, nor anything before the writer
 // has saved its place.
 func TestSealerSealsFinalBillsOnly(t *testing.T) {
-	ctx := context.Background()
-	clk := clock.NewFake(at(80))
-	bus := eventstest.NewBus(t, clk)
-	log := eventstest.Logger(t)
-	w := ledger.NewWriter(bus, clk, log)
-	put := func(r *job.Record) uint64 {
-		t.Helper()
-		rev, err := bus.Jobs().Create(ctx, r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.Record(ctx, r); err != nil {
-			t.Fatal(err)
-		}
-		return rev
-	}
+	g := newSealRig(t)
+	ctx, clk, bus, put, log := g.ctx, g.clk, g.bus, g.put, eventstest.Logger(t)
 	running := spotRecord()
 	put(running)
 	old, gone := finishedRecord(), finishedRecord()
@@ -187,13 +209,7 @@ func TestSealerSealsFinalBillsOnly(t *testing.T) {
 	if n, err := s.Round(ctx, 100); err != nil || n != 0 {
 		t.Fatalf("before the writer saved its place: sealed %d (%v)", n, err)
 	}
-	saveCursor := func(rev uint64) {
-		t.Helper()
-		if _, err := bus.Meta().Put(ctx, "ledger.cursor", []byte(strconv.FormatUint(rev, 10))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	saveCursor(written)
+	g.saveCursor(written)
 	if n, err := s.Round(ctx, 100); err != nil || n != 2 {
 		t.Fatalf("sealed %d (%v), want the finished job and the removed one", n, err)
 	}
@@ -202,7 +218,7 @@ func TestSealerSealsFinalBillsOnly(t *testing.T) {
 	if got := ledgerJobs(t, bus); !slices.Equal(got, left) {
 		t.Fatalf("after a round the ledger lists %v, want %v", got, left)
 	}
-	saveCursor(unreadRev)
+	g.saveCursor(unreadRev)
 	if n, err := s.Round(ctx, 100); err != nil || n != 1 || slices.Contains(ledgerJobs(t, bus), unread.ID) {
 		t.Fatalf("once the writer read it: sealed %d (%v), the ledger lists %v", n, err, ledgerJobs(t, bus))
 	}
@@ -240,5 +256,48 @@ func TestGarbledChargeIsSealedAsGarbled(t *testing.T) {
 	}
 	if got, garbled, err := ledger.ReadJob(ctx, bus, r.ID); err != nil || garbled != 1 || ledger.Sum(got) != r.CostAt(clk.Now()) {
 		t.Fatalf("ReadJob: %s in %d entries, %d garbled (%v)", ledger.Sum(got), len(got), garbled, err)
+	}
+}
+
+// Rounds that may seal only a few jobs each go on where the last one
+// stopped, past the jobs it kept, and come back to the start: every job
+// due is sealed in as many rounds as the limit takes, and those not due
+// stay.
+func TestSealerRoundsGoOnWhereTheLastStopped(t *testing.T) {
+	g := newSealRig(t)
+	var due, live []string
+	for i := range 9 {
+		r := finishedRecord()
+		if i%3 == 1 {
+			r = spotRecord() // running: never sealed
+		}
+		r.ID = job.NewID(at(i))
+		g.saveCursor(g.put(r))
+		if i%3 == 1 {
+			live = append(live, r.ID)
+		} else {
+			due = append(due, r.ID)
+		}
+	}
+	g.clk.Set(at(75).Add(ledger.SealAfter + time.Minute))
+	ctx, bus := g.ctx, g.bus
+	s := ledger.NewSealer(bus, g.clk, eventstest.Logger(t))
+	sealed := 0
+	for round := 1; sealed < len(due); round++ {
+		if round > 10 {
+			t.Fatalf("%d of %d jobs sealed after 10 rounds of 2", sealed, len(due))
+		}
+		n, err := s.Round(ctx, 2)
+		if err != nil || n > 2 {
+			t.Fatalf("round %d: sealed %d (%v), at most 2", round, n, err)
+		}
+		sealed += n
+	}
+	slices.Sort(live)
+	if got := ledgerJobs(t, bus); !slices.Equal(got, live) {
+		t.Fatalf("left on their own subjects %v, want the running jobs %v", got, live)
+	}
+	if n, err := s.Round(ctx, 2); err != nil || n != 0 || s.Left.Load() != int64(len(live)) {
+		t.Fatalf("a round with nothing due sealed %d (%v), counts %d left", n, err, s.Left.Load())
 	}
 }
