@@ -119,13 +119,19 @@ func (b *Bus) followJobEvents(ctx context.Context, all bool, fn func(HistoryEntr
 // stream (0 when empty): a stream of every job's events that starts now
 // sends what is stored after it.
 func (b *Bus) JobEventsLast(ctx context.Context) (uint64, error) {
-	st, err := b.js.Stream(ctx, StreamJobs)
+	return b.streamLastSeq(ctx, StreamJobs, "the jobs stream's last event")
+}
+
+// streamLastSeq is the sequence of the last message stored in a stream
+// (0 when empty); what names it in an error.
+func (b *Bus) streamLastSeq(ctx context.Context, stream, what string) (uint64, error) {
+	st, err := b.js.Stream(ctx, stream)
 	if err != nil {
-		return 0, fmt.Errorf("the jobs stream's last event: %w", err)
+		return 0, fmt.Errorf("%s: %w", what, err)
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("the jobs stream's last event: %w", err)
+		return 0, fmt.Errorf("%s: %w", what, err)
 	}
 	return info.State.LastSeq, nil
 }

@@ -271,3 +271,8 @@ func (b *Bus) JobLastRevision(ctx context.Context, id string) (uint64, error) {
 	}
 	return m.Sequence, nil
 }
+
+// JobsLastRevision is the job bucket's latest revision (0: empty).
+func (b *Bus) JobsLastRevision(ctx context.Context) (uint64, error) {
+	return b.streamLastSeq(ctx, "KV_"+b.jobs.kv.Bucket(), "the job bucket's last revision")
+}

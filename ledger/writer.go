@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -32,7 +33,13 @@ type Writer struct {
 
 	mu   sync.Mutex
 	jobs map[string]*written // jobs whose subjects were read or written lately
+
+	done atomic.Uint64 // the job bucket revision Run has written the charges of
 }
+
+// Done is the job bucket revision whose charges Run has written, all
+// before it included (0: none yet).
+func (w *Writer) Done() uint64 { return w.done.Load() }
 
 // written is what one job's ledger subject holds.
 type written struct {
@@ -335,6 +342,7 @@ func (w *Writer) Run(ctx context.Context) error {
 		mu.Lock()
 		done = ch.Revision
 		mu.Unlock()
+		w.done.Store(ch.Revision)
 		save(false)
 	})
 	if err != nil {

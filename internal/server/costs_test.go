@@ -260,15 +260,19 @@ func TestCostLedgerAddsUpToTheCloudsBill(t *testing.T) {
 	})
 	// The scheduling server says how many it sealed and how many are
 	// left on their own subjects.
-	testutil.CheckFor(t, 10*time.Second, 100*time.Millisecond, func() error {
+	testutil.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 		m := getText(t, s, "/metrics")
-		var sealed, left float64
+		var sealed, left, written float64
+		behind := -1.0
 		for _, l := range strings.Split(m, "\n") {
 			fmt.Sscanf(l, "spotwise_ledger_sealed_jobs_total %g", &sealed)
 			fmt.Sscanf(l, "spotwise_ledger_unsealed_jobs %g", &left)
+			fmt.Sscanf(l, "spotwise_ledger_writer_revision %g", &written)
+			fmt.Sscanf(l, "spotwise_ledger_writer_behind_revisions %g", &behind)
 		}
-		if sealed < float64(len(ids)) || !strings.Contains(m, "\nspotwise_ledger_unsealed_jobs ") {
-			return fmt.Errorf("the metrics say %v jobs sealed, %v left:\n%s", sealed, left, grepLines(m, "spotwise_ledger"))
+		// The store is quiet: the writer has every version.
+		if sealed < float64(len(ids)) || !strings.Contains(m, "\nspotwise_ledger_unsealed_jobs ") || written <= 0 || behind != 0 {
+			return fmt.Errorf("the metrics say %v jobs sealed, %v left, the writer at %v, %v behind:\n%s", sealed, left, written, behind, grepLines(m, "spotwise_ledger"))
 		}
 		return nil
 	})

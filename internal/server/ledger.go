@@ -51,6 +51,7 @@ func (s *Server) openLedger(ctx, rctx context.Context) error {
 // term lasts (one writer at a time; see ledger.Writer).
 func (s *Server) writeLedger(ctx context.Context, wg *sync.WaitGroup) {
 	w := ledger.NewWriter(s.bus, s.clock, s.log.Named("ledger"))
+	s.ledgerWriter.Store(w)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

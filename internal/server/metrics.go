@@ -36,6 +36,25 @@ func (s *Server) registry() (*prometheus.Registry, error) {
 			return float64(n), n >= 0
 		}, desc: prometheus.NewDesc("spotwise_ledger_unsealed_jobs",
 			"Jobs whose charges are on their own ledger subject, not sealed yet, as the scheduling server's last sealing round counted them; exported by that server.", nil, nil)},
+		&leaderGauge{leader: func() bool { return s.role() == RoleLeader }, value: func() (float64, bool) {
+			if w := s.ledgerWriter.Load(); w != nil && w.Done() > 0 {
+				return float64(w.Done()), true
+			}
+			return 0, false
+		}, desc: prometheus.NewDesc("spotwise_ledger_writer_revision",
+			"The job bucket revision whose charges the cost ledger's writer has appended, every one before it included; exported by the scheduling server.", nil, nil)},
+		&leaderGauge{leader: func() bool { return s.role() == RoleLeader }, value: func() (float64, bool) {
+			w := s.ledgerWriter.Load()
+			if w == nil || w.Done() == 0 {
+				return 0, false
+			}
+			last, err := bus.JobsLastRevision(context.Background())
+			if err != nil {
+				return 0, false
+			}
+			return float64(last - min(last, w.Done())), true
+		}, desc: prometheus.NewDesc("spotwise_ledger_writer_behind_revisions",
+			"Job record versions stored that the cost ledger's writer has not appended the charges of yet; exported by the scheduling server.", nil, nil)},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "spotwise", Name: "ready",
 			Help: "1 when every readiness check of GET /readyz passes (NATS connected, the job bucket and streams answer, the scheduler role known), 0 otherwise."},
 			func() float64 { return b2f(s.Readiness(context.Background()).Ready()) }),

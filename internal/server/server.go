@@ -66,6 +66,9 @@ type Server struct {
 	// unsealedJobs is how many its last sealing round left on their own
 	// ledger subjects (-1: none ran yet).
 	sealedJobs, unsealedJobs atomic.Int64
+	// ledgerWriter is the cost ledger's writer of this server's latest
+	// term (nil before one).
+	ledgerWriter atomic.Pointer[ledger.Writer]
 }
 
 // Start brings a server up and returns once it accepts requests.
