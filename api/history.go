@@ -148,7 +148,7 @@ func (h *histories) listOf(n *history) *historyList {
 }
 
 // read returns a job's history, newest historyLimit events, as the
-// stream has it now. When the stream does not answer it returns what it
+// stream has it now (sealed: the seals of it the job's record names). When the stream does not answer it returns what it
 // had, with the error.
 //
 // settled says the job has been finished, its record unchanged, for a
@@ -156,7 +156,7 @@ func (h *histories) listOf(n *history) *historyList {
 // asked for again. (Asking the stream whether an old job's history has
 // anything new costs a load from disk of the part of the store where it
 // was written, every time.)
-func (h *histories) read(ctx context.Context, bus *events.Bus, id string, settled bool) ([]events.HistoryEntry, error) {
+func (h *histories) read(ctx context.Context, bus *events.Bus, id string, sealed []uint64, settled bool) ([]events.HistoryEntry, error) {
 	var base history
 	h.mu.Lock()
 	if el := h.byID[id]; el != nil {
@@ -168,7 +168,7 @@ func (h *histories) read(ctx context.Context, bus *events.Bus, id string, settle
 		return base.entries, nil
 	}
 	if base.followed && !base.checked {
-		first, ok, err := bus.JobHistoryStart(ctx, id)
+		first, ok, err := bus.JobHistoryStart(ctx, id, sealed)
 		if err != nil {
 			return nil, err
 		}
@@ -180,7 +180,7 @@ func (h *histories) read(ctx context.Context, bus *events.Bus, id string, settle
 			base = history{}
 		}
 	}
-	newer, err := bus.JobHistoryAfter(ctx, id, base.last, historyLimit)
+	newer, err := bus.JobHistoryAfter(ctx, id, sealed, base.last, historyLimit)
 	for i := range newer {
 		// Decoded by this read alone: slimmed in place.
 		slim(&newer[i], id)

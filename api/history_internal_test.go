@@ -25,7 +25,7 @@ func publishEvents(t *testing.T, bus *events.Bus, id string, from, n int) {
 // historyLimit events of the job, in order.
 func sameHistory(t *testing.T, h *histories, bus *events.Bus, id string, got []events.HistoryEntry) {
 	t.Helper()
-	want, err := bus.JobHistory(context.Background(), id, historyLimit)
+	want, err := bus.JobHistory(context.Background(), id, nil, historyLimit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,22 +57,22 @@ func TestCachedHistoriesAreWhatTheStreamHolds(t *testing.T) {
 	ctx := context.Background()
 	ids := []string{job.NewID(time.Now()), job.NewID(time.Now().Add(time.Millisecond)), job.NewID(time.Now().Add(2 * time.Millisecond))}
 
-	if got, err := h.read(ctx, bus, ids[0], false); err != nil || len(got) != 0 {
+	if got, err := h.read(ctx, bus, ids[0], nil, false); err != nil || len(got) != 0 {
 		t.Fatalf("a job with no history: %d events, %v", len(got), err)
 	}
 	publishEvents(t, bus, ids[0], 0, 3)
-	got, err := h.read(ctx, bus, ids[0], false)
+	got, err := h.read(ctx, bus, ids[0], nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sameHistory(t, h, bus, ids[0], got)
 	publishEvents(t, bus, ids[0], 3, 2)
-	got, _ = h.read(ctx, bus, ids[0], false)
+	got, _ = h.read(ctx, bus, ids[0], nil, false)
 	sameHistory(t, h, bus, ids[0], got)
 
 	// Past what a view shows: the newest historyLimit.
 	publishEvents(t, bus, ids[0], 5, historyLimit)
-	got, _ = h.read(ctx, bus, ids[0], false)
+	got, _ = h.read(ctx, bus, ids[0], nil, false)
 	sameHistory(t, h, bus, ids[0], got)
 	if got[len(got)-1].Event.Message != fmt.Sprint(historyLimit+4) {
 		t.Fatalf("newest event is %q", got[len(got)-1].Event.Message)
@@ -81,7 +81,7 @@ func TestCachedHistoriesAreWhatTheStreamHolds(t *testing.T) {
 	// Two more jobs in a cache of two: the first goes, and comes back right.
 	for _, id := range ids[1:] {
 		publishEvents(t, bus, id, 0, 2)
-		got, _ := h.read(ctx, bus, id, false)
+		got, _ := h.read(ctx, bus, id, nil, false)
 		sameHistory(t, h, bus, id, got)
 	}
 	h.mu.Lock()
@@ -92,7 +92,7 @@ func TestCachedHistoriesAreWhatTheStreamHolds(t *testing.T) {
 		t.Fatalf("cache of two holds %d, the least recently read still in: %v", n, cached)
 	}
 	publishEvents(t, bus, ids[0], historyLimit+5, 1)
-	got, _ = h.read(ctx, bus, ids[0], false)
+	got, _ = h.read(ctx, bus, ids[0], nil, false)
 	sameHistory(t, h, bus, ids[0], got)
 
 	// The cache stays within its bound of events.
@@ -105,18 +105,18 @@ func TestCachedHistoriesAreWhatTheStreamHolds(t *testing.T) {
 
 	// Readers while a writer adds events.
 	readWhilePublishing(t, h, bus, ids[1], 2, 100)
-	got, _ = h.read(ctx, bus, ids[1], false)
+	got, _ = h.read(ctx, bus, ids[1], nil, false)
 	sameHistory(t, h, bus, ids[1], got)
 
 	// A settled history (its job long finished) is read once more, then
 	// taken from the cache without asking the stream.
-	got, _ = h.read(ctx, bus, ids[2], true)
+	got, _ = h.read(ctx, bus, ids[2], nil, true)
 	sameHistory(t, h, bus, ids[2], got)
 	publishEvents(t, bus, ids[2], 2, 1)
-	if again, _ := h.read(ctx, bus, ids[2], true); len(again) != len(got) {
+	if again, _ := h.read(ctx, bus, ids[2], nil, true); len(again) != len(got) {
 		t.Fatalf("a settled history was asked for again: %d events, then %d", len(got), len(again))
 	}
-	got, _ = h.read(ctx, bus, ids[2], false)
+	got, _ = h.read(ctx, bus, ids[2], nil, false)
 	sameHistory(t, h, bus, ids[2], got)
 
 	h.forget(ids[1])
@@ -190,7 +190,7 @@ func TestFollowedHistoriesAreWhatTheStreamHolds(t *testing.T) {
 	publishQueued(t, bus, ids[0])
 	publishEvents(t, bus, ids[0], 0, 3)
 	waitFollowed(t, h, ids[0], 4)
-	got, err := h.read(ctx, bus, ids[0], false)
+	got, err := h.read(ctx, bus, ids[0], nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,14 +201,14 @@ func TestFollowedHistoriesAreWhatTheStreamHolds(t *testing.T) {
 	// Events after the read reach the cache through the follower.
 	publishEvents(t, bus, ids[0], 3, 2)
 	waitFollowed(t, h, ids[0], 6)
-	got, _ = h.read(ctx, bus, ids[0], false)
+	got, _ = h.read(ctx, bus, ids[0], nil, false)
 	sameHistory(t, h, bus, ids[0], got)
 	// A read ahead of the follower: published and read at once.
 	publishEvents(t, bus, ids[0], 5, 1)
-	got, _ = h.read(ctx, bus, ids[0], false)
+	got, _ = h.read(ctx, bus, ids[0], nil, false)
 	sameHistory(t, h, bus, ids[0], got)
 	waitFollowed(t, h, ids[0], 7)
-	got, _ = h.read(ctx, bus, ids[0], false)
+	got, _ = h.read(ctx, bus, ids[0], nil, false)
 	sameHistory(t, h, bus, ids[0], got)
 	// An event the cache has already (read before the follower came to
 	// it) is not added twice.
@@ -223,7 +223,7 @@ func TestFollowedHistoriesAreWhatTheStreamHolds(t *testing.T) {
 	publishQueued(t, bus, ids[1])
 	publishEvents(t, bus, ids[1], 1, 1)
 	waitFollowed(t, h, ids[1], 2)
-	got, _ = h.read(ctx, bus, ids[1], false)
+	got, _ = h.read(ctx, bus, ids[1], nil, false)
 	sameHistory(t, h, bus, ids[1], got)
 	if len(got) != 3 {
 		t.Fatalf("the history with an event before its first has %d events, want 3", len(got))
@@ -245,13 +245,13 @@ func TestFollowedHistoriesAreWhatTheStreamHolds(t *testing.T) {
 	if fresh != 2 || read != 2 || kept {
 		t.Fatalf("followed unread %d, read %d (bounds 2), the oldest unread kept: %v", fresh, read, kept)
 	}
-	got, _ = h.read(ctx, bus, ids[2], false)
+	got, _ = h.read(ctx, bus, ids[2], nil, false)
 	sameHistory(t, h, bus, ids[2], got)
 
 	// Readers while events are added.
 	readWhilePublishing(t, h, bus, ids[3], 0, 100)
 	waitFollowed(t, h, ids[3], 101)
-	got, _ = h.read(ctx, bus, ids[3], false)
+	got, _ = h.read(ctx, bus, ids[3], nil, false)
 	sameHistory(t, h, bus, ids[3], got)
 }
 
@@ -275,7 +275,7 @@ func readWhilePublishing(t *testing.T, h *histories, bus *events.Bus, id string,
 					return
 				default:
 				}
-				got, err := h.read(ctx, bus, id, false)
+				got, err := h.read(ctx, bus, id, nil, false)
 				if err != nil {
 					t.Error(err)
 					return
@@ -291,7 +291,7 @@ func readWhilePublishing(t *testing.T, h *histories, bus *events.Bus, id string,
 	publishEvents(t, bus, id, from, n)
 	close(stop)
 	wg.Wait()
-	want, err := bus.JobHistory(ctx, id, historyLimit)
+	want, err := bus.JobHistory(ctx, id, nil, historyLimit)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,10 @@ type pages struct {
 	compacting bool
 	since      []pageChange
 	compactAt  int64
+	// sealJob is the job whose sealed events are being copied, sealLast
+	// the last sequence its chain holds (see unsealed).
+	sealJob  string
+	sealLast uint64
 	// begun is when the copy began; loaded is set once the index has
 	// loaded the store (records copied after are dated, see pageRef).
 	begun  time.Time
@@ -208,10 +212,23 @@ func (p *pages) observe(e events.HistoryEntry) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e.Seq <= p.last || p.err != nil {
+	if p.err != nil {
 		return
 	}
-	p.last = e.Seq
+	if e.Sealed {
+		// Stored long before, and read now from a seal of the job's
+		// history: copied unless the job's chain has it (the copy
+		// followed the job's subject before it was purged).
+		if !p.unsealed(e.Event.JobID, e.Seq) {
+			return
+		}
+	} else {
+		if e.Seq <= p.last {
+			return
+		}
+		p.last = e.Seq
+		p.sealJob = "" // the chain it knew the end of may grow
+	}
 	c := pageChange{seq: e.Seq, at: e.Envelope.Time.UnixNano(), id: e.Event.JobID, body: body}
 	if err := p.cur.event(c); err != nil {
 		p.fail(err)
@@ -220,6 +237,42 @@ func (p *pages) observe(e events.HistoryEntry) {
 	if p.compacting {
 		p.since = append(p.since, c)
 	}
+}
+
+// unsealed reports whether a sealed event of job id, stored at seq, is
+// newer than the last one the job's chain holds (p.mu held). A seal's
+// events come in order: the chain's last is read from the file once per
+// seal, and followed from there.
+func (p *pages) unsealed(id string, seq uint64) bool {
+	if id != p.sealJob {
+		last, err := p.cur.lastSeq(id)
+		if err != nil {
+			p.fail(err)
+			return false
+		}
+		p.sealJob, p.sealLast = id, last
+	}
+	if seq <= p.sealLast {
+		return false
+	}
+	p.sealLast = seq
+	return true
+}
+
+// lastSeq is the sequence of the newest event of a job's chain (0: none).
+func (f *pageFile) lastSeq(id string) (uint64, error) {
+	ref, ok := f.jobs.Get(id)
+	if !ok || ref.hist == 0 || ref.events == 0 {
+		return 0, nil
+	}
+	if err := f.flush(); err != nil {
+		return 0, err
+	}
+	var head [eventHeader + 8]byte
+	if _, err := f.f.ReadAt(head[:], ref.hist-1); err != nil {
+		return 0, fmt.Errorf("job pages: %w", err)
+	}
+	return binary.LittleEndian.Uint64(head[12:]), nil
 }
 
 // record copies a finished job's record as stored at its revision; any
@@ -232,6 +285,7 @@ func (p *pages) record(c events.JobChange) {
 	if p.err != nil {
 		return
 	}
+	p.sealJob = ""
 	at := uint32(recInitial)
 	if p.loaded.Load() {
 		at = 2 + uint32(time.Since(p.begun)/time.Second)

@@ -248,3 +248,44 @@ func TestPagesKeyJobsByTheirRecordsID(t *testing.T) {
 		t.Fatalf("%d events (ok %v), want 3", len(h), ok)
 	}
 }
+
+// A sealed history comes into the copy as it was before: events the copy
+// followed live are not copied again when their seal comes by, those it
+// missed (a replay after the job's subject was purged, or reached in the
+// middle of a purge) are, in order, and an event stored after the seal
+// follows them.
+func TestPagesTakeSealedEventsOnce(t *testing.T) {
+	p := livePages(t, 1<<30)
+	seen, missed, half := job.NewID(time.Unix(1, 0)), job.NewID(time.Unix(2, 0)), job.NewID(time.Unix(3, 0))
+	at := time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC)
+	ev := func(id string, seq uint64, sealed bool) events.HistoryEntry {
+		return events.HistoryEntry{Seq: seq, Sealed: sealed, Envelope: events.Envelope{Time: at.Add(time.Duration(seq) * time.Second)},
+			Event: &events.JobEvent{JobID: id, Kind: job.KindProgress, State: job.Running, Message: fmt.Sprint(seq)}}
+	}
+	// Live: seen's events 1-3 and half's 4; half's 5 and 6 purged before
+	// the copy reached them.
+	for _, e := range []events.HistoryEntry{ev(seen, 1, false), ev(seen, 2, false), ev(seen, 3, false), ev(half, 4, false)} {
+		p.observe(e)
+	}
+	// The seals, stored later, hold every job's events since its first.
+	for _, e := range []events.HistoryEntry{ev(seen, 1, true), ev(seen, 2, true), ev(seen, 3, true),
+		ev(missed, 7, true), ev(missed, 8, true),
+		ev(half, 4, true), ev(half, 5, true), ev(half, 6, true)} {
+		p.observe(e)
+	}
+	p.observe(ev(seen, 10, false)) // after the seals
+	p.observe(ev(seen, 2, true))   // a seal seen twice
+	for id, want := range map[string][]uint64{seen: {1, 2, 3, 10}, missed: {7, 8}, half: {4, 5, 6}} {
+		h, ok := p.chain(id, 0, anyRef)
+		var got []uint64
+		for _, e := range h {
+			got = append(got, e.Seq)
+			if e.Event.Message != fmt.Sprint(e.Seq) || !e.Envelope.Time.Equal(at.Add(time.Duration(e.Seq)*time.Second)) {
+				t.Errorf("job %s: event %d is %+v at %v", id, e.Seq, e.Event, e.Envelope.Time)
+			}
+		}
+		if !ok || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("job %s: the copy holds the events %v (ok %v), want %v", id, got, ok, want)
+		}
+	}
+}

@@ -61,7 +61,7 @@ func TestRetentionRemovesOnlyFinishedJobsPastItsLimits(t *testing.T) {
 		}
 	}
 	for _, id := range []string{old1, old2} {
-		h, err := e.bus.JobHistory(t.Context(), id, 0)
+		h, err := e.bus.JobHistory(t.Context(), id, nil, 0)
 		if err != nil || len(h) != 0 {
 			t.Errorf("removed job %s still has %d history entries (%v)", id, len(h), err)
 		}

@@ -264,7 +264,7 @@ func (s *Service) Get(ctx context.Context, id string) (*JobView, error) {
 	}
 	hc := make(chan read, 1)
 	go func() {
-		h, err := s.hist.read(ctx, s.bus, id, false)
+		h, err := s.hist.read(ctx, s.bus, id, nil, false)
 		hc <- read{h, err}
 	}()
 	rec, rev, err := s.jobs.Read(ctx, id)
@@ -274,6 +274,13 @@ func (s *Service) Get(ctx context.Context, id string) (*JobView, error) {
 	}
 	if err != nil {
 		return nil, storeError(err)
+	}
+	if sealed := rec.SealedHistory(); len(sealed) > 0 {
+		// Sealed: most of the history is in the seals the record names,
+		// which the read above did not know of (what it kept may be the
+		// events stored after them only).
+		s.hist.forget(id)
+		h.history, h.err = s.hist.read(ctx, s.bus, id, sealed, false)
 	}
 	s.ix.cache(rec, rev)
 	if !p.Can(auth.ReadJobs, rec.Spec.Team) {
@@ -318,7 +325,7 @@ func (s *Service) viewSettled(ctx context.Context, rec *job.Record, settled bool
 	if h, ok := s.pages.history(rec.ID, historyLimit, s.settled(rec)); ok {
 		history = h
 	} else {
-		history, err = s.hist.read(ctx, s.bus, rec.ID, settled)
+		history, err = s.hist.read(ctx, s.bus, rec.ID, rec.SealedHistory(), settled)
 	}
 	if err != nil {
 		s.log.Warn("reading job history", zap.String("job", rec.ID), zap.Error(err))

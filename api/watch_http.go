@@ -106,7 +106,7 @@ func (s *Service) jobEventsHTTP(w http.ResponseWriter, r *http.Request) {
 	if after > 0 {
 		limit = 0 // a resume gets exactly what it missed
 	}
-	hist, err := s.bus.JobHistoryAfter(ctx, id, after, limit)
+	hist, err := s.bus.JobHistoryAfter(ctx, id, rec.SealedHistory(), after, limit)
 	if err != nil {
 		writeError(w, errUnavailable(err))
 		return
@@ -128,7 +128,7 @@ func (s *Service) jobEventsHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var grace <-chan time.Time
 	if rec.Status.State.Terminal() {
-		if s.terminalSent(ctx, id, last) {
+		if s.terminalSent(ctx, id, rec.SealedHistory(), last) {
 			s.endJob(ctx, st, id, rec.Status.State)
 			return
 		}
@@ -177,8 +177,8 @@ func (s *Service) jobEventsHTTP(w http.ResponseWriter, r *http.Request) {
 
 // terminalSent reports whether a job's history up to sequence last holds
 // the event of its end (a resume after it has nothing more to wait for).
-func (s *Service) terminalSent(ctx context.Context, id string, last uint64) bool {
-	hist, err := s.hist.read(ctx, s.bus, id, false)
+func (s *Service) terminalSent(ctx context.Context, id string, sealed []uint64, last uint64) bool {
+	hist, err := s.hist.read(ctx, s.bus, id, sealed, false)
 	if err != nil {
 		return false
 	}

@@ -153,7 +153,7 @@ func TestDuplicatePublishIsDeduplicated(t *testing.T) {
 	if err := b.Publish(ctx, events.JobEventsSubject(id), &events.JobEvent{JobID: id, Kind: events.KindRunning, State: job.Running, Attempt: 1}); err != nil {
 		t.Fatal(err)
 	}
-	h, err := b.JobHistory(ctx, id, 0)
+	h, err := b.JobHistory(ctx, id, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestPublishTogetherStoresEachBeforeReturning(t *testing.T) {
 	if len(errs) != 4 || errs[0] != nil || errs[1] == nil || errs[2] != nil || errs[3] != nil {
 		t.Fatalf("errors = %v, want only the second (no stream stores its subject)", errs)
 	}
-	h, err := b.JobHistory(ctx, id, 0)
+	h, err := b.JobHistory(ctx, id, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestForkPublishesAndAnswersOnItsOwnConnection(t *testing.T) {
 	if err := f.Publish(ctx, events.JobEventsSubject(id), &events.JobEvent{JobID: id, Kind: events.KindQueued, State: job.Queued}); err != nil {
 		t.Fatal(err)
 	}
-	if h, err := b.JobHistory(ctx, id, 0); err != nil || len(h) != 1 {
+	if h, err := b.JobHistory(ctx, id, nil, 0); err != nil || len(h) != 1 {
 		t.Fatalf("history through the parent = %+v, %v: want the fork's event", h, err)
 	}
 	stop, err := f.Answer("spotwise.test.fork", func(data []byte) ([]byte, bool) { return append([]byte("fork:"), data...), true })

@@ -153,7 +153,7 @@ func TestClusterWithReplicatedState(t *testing.T) {
 	testutil.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() error {
 		hctx, hcancel := context.WithTimeout(ctx, 3*time.Second)
 		defer hcancel()
-		h, err := b.JobHistory(hctx, r.ID, 0)
+		h, err := b.JobHistory(hctx, r.ID, nil, 0)
 		if err != nil {
 			return err
 		}

@@ -211,3 +211,42 @@ func mutations(tb testing.TB, b []byte) [][]byte {
 }
 
 func sortedKeys(m map[string]json.RawMessage) []string { return slices.Sorted(maps.Keys(m)) }
+
+// FuzzHistorySeal: whatever a message on the sealed-history subject
+// holds, reading it never panics; one accepted names a job and holds only
+// events stored before it, and what it gives are that job's events, each
+// once at the sequence it names.
+func FuzzHistorySeal(f *testing.F) {
+	ev, err := Encode(&JobEvent{JobID: "j-a", Kind: KindPending, State: job.Queued}, "e1", "test", time.Unix(1e9, 0))
+	if err != nil {
+		f.Fatal(err)
+	}
+	good, _ := json.Marshal(historySeal{Job: "j-a", Events: []sealedEvent{{Seq: 3, Data: ev}, {Seq: 5, Data: json.RawMessage(`"{garbled"`)}}})
+	f.Add(good, uint64(10))
+	f.Add(good, uint64(4))
+	f.Add([]byte(`{"job":"j-a","events":[{"seq":0,"data":{}}]}`), uint64(9))
+	f.Add([]byte(`{"events":[]}`), uint64(9))
+	f.Add([]byte(`not json`), uint64(1))
+	f.Fuzz(func(t *testing.T, data []byte, seq uint64) {
+		m, err := decodeHistorySeal(data, seq)
+		if err != nil {
+			return
+		}
+		if m.Job == "" {
+			t.Fatal("a seal that names no job was accepted")
+		}
+		for _, e := range m.Events {
+			if e.Seq == 0 || e.Seq >= seq {
+				t.Fatalf("an event at %d in a seal at %d was accepted", e.Seq, seq)
+			}
+		}
+		for _, e := range m.entries(m.Job) {
+			if e.Event == nil || e.Event.JobID != m.Job || !e.Sealed || e.Seq >= seq {
+				t.Fatalf("an entry %+v from a seal of %s at %d", e, m.Job, seq)
+			}
+		}
+		if len(m.entries(m.Job+"x")) != 0 {
+			t.Fatal("a seal gave another job's events")
+		}
+	})
+}

@@ -16,15 +16,20 @@ type HistoryEntry struct {
 	Seq      uint64
 	Envelope Envelope
 	Event    *JobEvent
+	// Sealed is set for an event read from a seal of the job's history
+	// (see SealJobHistory): stored at Seq long before, and possibly seen
+	// already from the job's own subject.
+	Sealed bool
 }
 
 // historyBatch is how many events one request reads.
 const historyBatch = 256
 
 // JobHistory reads a job's history, oldest first, at most limit entries
-// (the newest ones when there are more; 0 is all).
-func (b *Bus) JobHistory(ctx context.Context, jobID string, limit int) ([]HistoryEntry, error) {
-	return b.JobHistoryAfter(ctx, jobID, 0, limit)
+// (the newest ones when there are more; 0 is all). sealed are the seals
+// of it its record names (job.Record.SealedHistory), if any.
+func (b *Bus) JobHistory(ctx context.Context, jobID string, sealed []uint64, limit int) ([]HistoryEntry, error) {
+	return b.JobHistoryAfter(ctx, jobID, sealed, 0, limit)
 }
 
 // JobHistoryAfter reads the events of a job's history stored after
@@ -39,7 +44,11 @@ func (b *Bus) JobHistory(ctx context.Context, jobID string, limit int) ([]Histor
 // the blocks the subject spans, which cost more than the read itself and
 // grew with the store. A get of the next message finds it by the
 // subject's index, and "nothing new" is one get answered 404.
-func (b *Bus) JobHistoryAfter(ctx context.Context, jobID string, after uint64, limit int) ([]HistoryEntry, error) {
+//
+// A sealed history (sealed: the seals its record names) is read from its
+// seals, one get each, then from the job's subject past the last event
+// they hold.
+func (b *Bus) JobHistoryAfter(ctx context.Context, jobID string, sealed []uint64, after uint64, limit int) ([]HistoryEntry, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
@@ -48,7 +57,26 @@ func (b *Bus) JobHistoryAfter(ctx context.Context, jobID string, after uint64, l
 	subj := JobEventsSubject(jobID)
 	var out []HistoryEntry
 	nc := b.readConn()
-	for from := after + 1; ; {
+	from := after + 1
+	if len(sealed) > 0 {
+		s, err := b.sealedHistory(ctx, nc, jobID, sealed)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range s {
+			if e.Seq > after {
+				out = append(out, e)
+			}
+		}
+		if len(s) > 0 {
+			// Every event before the last sealed one is in a seal.
+			from = max(from, s[len(s)-1].Seq+1)
+		}
+		if limit > 0 && len(out) > limit {
+			out = out[len(out)-limit:]
+		}
+	}
+	for {
 		seq, data, ok, err := directNext(ctx, nc, StreamJobs, subj, from)
 		if err != nil {
 			return out, fmt.Errorf("history of %s: %w", jobID, err)
@@ -169,6 +197,15 @@ func (b *Bus) DeleteJobs(ctx context.Context, ids []string) (int, error) {
 		return 0, err
 	}
 	for i, id := range ids {
+		// A sealed history's seals are where its record says.
+		var garbled *DecodeError
+		if r, _, err := b.jobs.Get(ctx, id); err == nil {
+			if err := b.deleteSeals(ctx, st, r.SealedHistory()); err != nil {
+				return i, fmt.Errorf("sealed history of %s: %w", id, err)
+			}
+		} else if !errors.Is(err, ErrNotFound) && !errors.As(err, &garbled) {
+			return i, fmt.Errorf("record of %s: %w", id, err)
+		}
 		if err := st.Purge(ctx, jetstream.WithPurgeSubject(JobEventsSubject(id))); err != nil {
 			return i, fmt.Errorf("history of %s: %w", id, err)
 		}
@@ -228,12 +265,22 @@ func (b *Bus) Recent(ctx context.Context, stream, subject string, n int, fn func
 }
 
 // JobHistoryStart is the stream sequence of the first event the stream
-// holds for a job; ok is false when it holds none.
-func (b *Bus) JobHistoryStart(ctx context.Context, jobID string) (seq uint64, ok bool, err error) {
+// holds for a job (sealed: the seals its record names); ok is false when
+// it holds none.
+func (b *Bus) JobHistoryStart(ctx context.Context, jobID string, sealed []uint64) (seq uint64, ok bool, err error) {
 	if _, has := ctx.Deadline(); !has {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
+	}
+	if len(sealed) > 0 {
+		s, err := b.sealedHistory(ctx, b.readConn(), jobID, sealed[:1])
+		if err != nil {
+			return 0, false, err
+		}
+		if len(s) > 0 {
+			return s[0].Seq, true, nil
+		}
 	}
 	seq, _, ok, err = directNext(ctx, b.readConn(), StreamJobs, JobEventsSubject(jobID), 1)
 	if err != nil {

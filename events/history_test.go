@@ -34,7 +34,7 @@ func TestJobHistoryPagesThroughLongHistories(t *testing.T) {
 			}
 		}
 	}
-	all, err := b.JobHistory(ctx, id, 0)
+	all, err := b.JobHistory(ctx, id, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,25 +46,25 @@ func TestJobHistoryPagesThroughLongHistories(t *testing.T) {
 			t.Fatalf("event %d is %+v (seq %d)", i, e.Event, e.Seq)
 		}
 	}
-	newest, err := b.JobHistory(ctx, id, 500)
+	newest, err := b.JobHistory(ctx, id, nil, 500)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(newest) != 500 || newest[0].Seq != all[200].Seq || newest[499].Seq != all[n-1].Seq {
 		t.Fatalf("the newest 500 are %d events from seq %d", len(newest), newest[0].Seq)
 	}
-	after, err := b.JobHistoryAfter(ctx, id, all[349].Seq, 0)
+	after, err := b.JobHistoryAfter(ctx, id, nil, all[349].Seq, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(after) != n-350 || after[0].Seq != all[350].Seq {
 		t.Fatalf("after event 349: %d events from seq %d", len(after), after[0].Seq)
 	}
-	none, err := b.JobHistoryAfter(ctx, id, all[n-1].Seq, 0)
+	none, err := b.JobHistoryAfter(ctx, id, nil, all[n-1].Seq, 0)
 	if err != nil || len(none) != 0 {
 		t.Fatalf("after the newest: %d events, %v", len(none), err)
 	}
-	unknown, err := b.JobHistory(ctx, job.NewID(time.Now().Add(time.Second)), 0)
+	unknown, err := b.JobHistory(ctx, job.NewID(time.Now().Add(time.Second)), nil, 0)
 	if err != nil || len(unknown) != 0 {
 		t.Fatalf("a job with no history: %d events, %v", len(unknown), err)
 	}

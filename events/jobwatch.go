@@ -2,8 +2,11 @@ package events
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -28,7 +31,10 @@ func (b *Bus) FollowJobEvents(ctx context.Context, fn func(HistoryEntry)) (stop 
 // ReplayJobEvents is FollowJobEvents from the first job event the stream
 // holds: fn gets every stored one, oldest first, then every new one; old
 // says the event was stored before the call was made (FollowJobEvents
-// would not have handed it over). caughtUp (if not nil) is called once, on
+// would not have handed it over). The events of sealed histories come
+// where their seals were stored, each marked Sealed and old, with the
+// sequence it was first stored at (below those fn had before it): fn
+// takes each job's events once by their sequences. caughtUp (if not nil) is called once, on
 // fn's goroutine, when fn has had every event stored when the consumer was
 // made (at once if there was none).
 func (b *Bus) ReplayJobEvents(ctx context.Context, fn func(e HistoryEntry, old bool), caughtUp func()) (stop func(), err error) {
@@ -49,8 +55,12 @@ func (b *Bus) followJobEvents(ctx context.Context, all bool, fn func(HistoryEntr
 		}
 		last = info.State.LastSeq
 	}
+	filter := []string{AllJobEvents}
+	if all {
+		filter = append(filter, subjectJobsSealed)
+	}
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{AllJobEvents}, DeliverPolicy: policy,
+		FilterSubjects: filter, DeliverPolicy: policy,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("following job events: %w", err)
@@ -85,6 +95,25 @@ func (b *Bus) followJobEvents(ctx context.Context, all bool, fn func(HistoryEntr
 			defer catchUp()
 		}
 		old := meta.Sequence.Stream <= last
+		if msg.Subject() == subjectJobsSealed {
+			m, err := decodeHistorySeal(msg.Data(), meta.Sequence.Stream)
+			if err != nil {
+				switch {
+				case old:
+				case !json.Valid(msg.Data()):
+					b.drop(jobEventsReader, "garbled")
+					b.log.Warn("dropping garbled event", zap.String("reader", jobEventsReader), zap.String("subject", msg.Subject()), zap.Error(err))
+				default: // JSON, but not a seal
+					b.drop(jobEventsReader, "refused")
+					b.log.Warn("dropping event", zap.String("reader", jobEventsReader), zap.String("subject", msg.Subject()), zap.Error(err))
+				}
+				return
+			}
+			for _, e := range m.entries(m.Job) {
+				fn(e, true)
+			}
+			return
+		}
 		// What cannot be shown is counted and skipped, never deleted: the
 		// history is not this reader's to change. A replay skips old ones
 		// without a word: they were counted when they were stored.
@@ -112,7 +141,7 @@ func (b *Bus) followJobEvents(ctx context.Context, all bool, fn func(HistoryEntr
 		cancel()
 		return nil, fmt.Errorf("following job events: %w", err)
 	}
-	return inflight.stopper(cctx, b.reading(Reading{Kind: "follow", Name: jobEventsReader, Stream: StreamJobs, Subjects: []string{AllJobEvents}}, cancel), cc.Stop), nil
+	return inflight.stopper(cctx, b.reading(Reading{Kind: "follow", Name: jobEventsReader, Stream: StreamJobs, Subjects: filter}, cancel), cc.Stop), nil
 }
 
 // JobEventsLast is the sequence of the last message stored in the jobs
@@ -139,12 +168,37 @@ func (b *Bus) streamLastSeq(ctx context.Context, stream, what string) (uint64, e
 // JobEventsAfter reads the events of every job stored after sequence
 // after, oldest first: at most limit of them, the newest ones when there
 // are more, with the number left out (a client resuming a stream after a
-// long absence is told it missed some rather than sent them all).
+// long absence is told it missed some rather than sent them all). The
+// events of histories sealed meanwhile are read from their seals, at the
+// sequences they were stored at.
 func (b *Bus) JobEventsAfter(ctx context.Context, after uint64, limit int) (_ []HistoryEntry, skipped int, _ error) {
 	var out []HistoryEntry
+	// tidy puts out in order, each event once (one read from its job's
+	// subject and again from its seal), the newest limit of them.
+	tidy := func() {
+		slices.SortStableFunc(out, func(a, b HistoryEntry) int { return cmpUint(a.Seq, b.Seq) })
+		out = slices.CompactFunc(out, func(a, b HistoryEntry) bool { return a.Seq == b.Seq })
+		if limit > 0 && len(out) > limit {
+			skipped += len(out) - limit
+			out = slices.Delete(out, 0, len(out)-limit)
+		}
+	}
 	from := after + 1
 	for {
-		last, more, err := b.directBatch(ctx, StreamJobs, AllJobEvents, from, historyBatch, func(seq uint64, _ string, data []byte) {
+		last, more, err := b.directBatch(ctx, StreamJobs, subjectJobs+".>", from, historyBatch, func(seq uint64, subject string, data []byte) {
+			if subject == subjectJobsSealed {
+				if m, err := decodeHistorySeal(data, seq); err == nil {
+					for _, e := range m.entries(m.Job) {
+						if e.Seq > after {
+							out = append(out, e)
+						}
+					}
+				}
+				return
+			}
+			if !strings.HasPrefix(subject, subjectJobEvents+".") {
+				return // a submission
+			}
 			env, p, err := Decode(data)
 			if err != nil {
 				return
@@ -154,15 +208,16 @@ func (b *Bus) JobEventsAfter(ctx context.Context, after uint64, limit int) (_ []
 				return
 			}
 			out = append(out, HistoryEntry{Seq: seq, Envelope: env, Event: ev})
-			if limit > 0 && len(out) > limit {
-				out = out[1:]
-				skipped++
-			}
 		})
+		if limit > 0 && len(out) > 2*limit+historyBatch {
+			tidy()
+		}
 		if err != nil {
+			tidy()
 			return out, skipped, fmt.Errorf("job events after %d: %w", after, err)
 		}
 		if !more {
+			tidy()
 			return out, skipped, nil
 		}
 		from = last + 1

@@ -214,6 +214,14 @@ func (b *Bus) PurgeLedger(ctx context.Context, subject string, upTo uint64) erro
 // own subject (not sealed), at most one page of the server's (100,000),
 // and how many there are in all.
 func (b *Bus) LedgerJobs(ctx context.Context, offset int) (jobs []string, total int, err error) {
+	return b.subjectJobs(ctx, StreamLedger, subjectLedgerJob, offset, "the ledger's job subjects")
+}
+
+// subjectJobs lists, from offset on, the jobs with a subject of their own
+// under prefix in stream (one page of the server's subject listing,
+// 100,000), sorted, and how many there are in all; what names them in an
+// error.
+func (b *Bus) subjectJobs(ctx context.Context, stream, prefix string, offset int, what string) (jobs []string, total int, err error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
@@ -222,10 +230,10 @@ func (b *Bus) LedgerJobs(ctx context.Context, offset int) (jobs []string, total 
 	req, _ := json.Marshal(struct {
 		Filter string `json:"subjects_filter"`
 		Offset int    `json:"offset"`
-	}{subjectLedgerJob + "*", offset})
-	msg, err := b.nc.RequestWithContext(ctx, "$JS.API.STREAM.INFO."+StreamLedger, req)
+	}{prefix + "*", offset})
+	msg, err := b.nc.RequestWithContext(ctx, "$JS.API.STREAM.INFO."+stream, req)
 	if err != nil {
-		return nil, 0, fmt.Errorf("listing the ledger's job subjects: %w", err)
+		return nil, 0, fmt.Errorf("listing %s: %w", what, err)
 	}
 	var resp struct {
 		Error *struct {
@@ -237,13 +245,13 @@ func (b *Bus) LedgerJobs(ctx context.Context, offset int) (jobs []string, total 
 		} `json:"state"`
 	}
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return nil, 0, fmt.Errorf("listing the ledger's job subjects: %w", err)
+		return nil, 0, fmt.Errorf("listing %s: %w", what, err)
 	}
 	if resp.Error != nil {
-		return nil, 0, fmt.Errorf("listing the ledger's job subjects: %s", resp.Error.Description)
+		return nil, 0, fmt.Errorf("listing %s: %s", what, resp.Error.Description)
 	}
 	for subj := range resp.State.Subjects {
-		if id := LedgerJobID(subj); id != "" {
+		if id, ok := strings.CutPrefix(subj, prefix); ok && id != "" {
 			jobs = append(jobs, id)
 		}
 	}

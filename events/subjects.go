@@ -13,6 +13,8 @@ import (
 const (
 	// SubjectJobSubmitted carries a JobSubmitted for every accepted job.
 	SubjectJobSubmitted = "spotwise.jobs.submitted"
+	// subjectJobs is the root of the jobs stream's subjects.
+	subjectJobs = "spotwise.jobs"
 	// subjectJobEvents is the root of per-job history subjects.
 	subjectJobEvents = "spotwise.jobs.events"
 	subjectPrices    = "spotwise.prices"
@@ -239,7 +241,7 @@ func streamConfigs(replicas int, logs LogRetention) []jetstream.StreamConfig {
 	}
 	return []jetstream.StreamConfig{
 		mk(StreamJobs, "job submissions and every job's lifecycle history",
-			[]string{SubjectJobSubmitted, AllJobEvents}, 30*day, 4<<30, 0),
+			[]string{SubjectJobSubmitted, AllJobEvents, subjectJobsSealed}, 30*day, 4<<30, 0),
 		mk(StreamPrices, "offer prices and capacity per provider region",
 			[]string{subjectPrices + ".>"}, 7*day, 1<<30, 2016),
 		mk(StreamInstances, "instance lifecycle per provider region",

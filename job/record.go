@@ -83,6 +83,30 @@ type Status struct {
 	Term           int64  `json:"term,omitempty"`
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	SpecHash       string `json:"spec_hash"`
+	// Sealed is set once the job's history has been sealed (moved off its
+	// own subject, long after the job finished): where it went.
+	Sealed *Sealed `json:"sealed,omitempty"`
+}
+
+// Sealed says where a finished job's history was moved when it was
+// sealed, and what the ledger billed the job then.
+type Sealed struct {
+	// History are the stream sequences of the messages the job's events
+	// were sealed into, oldest first; events stored after them are on
+	// the job's own subject.
+	History []uint64 `json:"history"`
+	// Bill fingerprints the charges the ledger held for the job when it
+	// was sealed (see ledger.BillPrint): a version of the record that
+	// bills the same needs no look at the ledger.
+	Bill uint64 `json:"bill,omitempty"`
+}
+
+// SealedHistory is where the job's sealed history is (nil: not sealed).
+func (r *Record) SealedHistory() []uint64 {
+	if r.Status.Sealed == nil {
+		return nil
+	}
+	return r.Status.Sealed.History
 }
 
 // Exclusion keeps a job off an offer, or off a scope of offers (see
@@ -429,6 +453,11 @@ func (r *Record) Clone() *Record {
 		}
 	}
 	c.Status.Excluded = slices.Clone(r.Status.Excluded)
+	if r.Status.Sealed != nil {
+		sd := *r.Status.Sealed
+		sd.History = slices.Clone(sd.History)
+		c.Status.Sealed = &sd
+	}
 	return &c
 }
 

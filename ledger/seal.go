@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -114,15 +115,7 @@ func decodeSeal(data []byte, seq uint64) (sealMsg, error) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return m, fmt.Errorf("a garbled seal: %w", err)
 	}
-	if m.Job == "" {
-		return m, errors.New("a seal that names no job")
-	}
-	for _, c := range m.Charges {
-		if c.Seq == 0 || c.Seq >= seq {
-			return m, fmt.Errorf("a seal at sequence %d of %s with a charge at sequence %d", seq, m.Job, c.Seq)
-		}
-	}
-	return m, nil
+	return m, events.CheckSeal(m.Job, len(m.Charges), func(i int) uint64 { return m.Charges[i].Seq }, seq, "seal", "a charge")
 }
 
 // sealed reads a job's sealed charges: each message stored once, by the
@@ -183,6 +176,10 @@ type Sealer struct {
 	// Left is, after each round, how many jobs' charges are on their own
 	// subjects (not sealed).
 	Left atomic.Int64
+	// hoffset and HistoriesLeft are offset and Left for the jobs'
+	// histories (Histories).
+	hoffset       int
+	HistoriesLeft atomic.Int64
 }
 
 // NewSealer returns a sealer over bus.
@@ -195,14 +192,31 @@ func NewSealer(bus *events.Bus, clk clock.Clock, log *zap.Logger) *Sealer {
 // returns how many it sealed. The next round goes on from where this one
 // left off, back to the first page after the last.
 func (s *Sealer) Round(ctx context.Context, limit int) (int, error) {
-	// Only jobs whose every version the writer has gone past: one it has
-	// yet to read (an old version, when it lags) would be billed again
-	// when it found the job's subject empty.
+	return s.round(ctx, limit, s.bus.LedgerJobs, &s.offset, &s.Left, func(id string, now time.Time, written uint64) (bool, error) {
+		due, err := s.due(ctx, id, now, written)
+		if err != nil || !due {
+			return false, err
+		}
+		_, err = Seal(ctx, s.bus, id)
+		return err == nil, err
+	})
+}
+
+// round goes through one page of the jobs list gives from *offset on,
+// sealing with seal (which says whether it sealed the job) at most limit
+// of them, and sets *left to how many are still listed. Only jobs whose
+// every version the writer has gone past are sealed (seal gets the
+// revision it has written up to): one it has yet to read (an old version,
+// when it lags) would be billed again when it found the job's subject
+// empty. The sealed jobs are gone from the list: the next round goes on
+// past the ones this one kept, back to the first page after the last.
+func (s *Sealer) round(ctx context.Context, limit int, list func(context.Context, int) ([]string, int, error), offset *int, left *atomic.Int64,
+	seal func(id string, now time.Time, written uint64) (bool, error)) (int, error) {
 	written, err := (&Writer{bus: s.bus}).cursor(ctx)
 	if err != nil || written == 0 {
 		return 0, err
 	}
-	ids, total, err := s.bus.LedgerJobs(ctx, s.offset)
+	ids, total, err := list(ctx, *offset)
 	if err != nil {
 		return 0, err
 	}
@@ -212,25 +226,20 @@ func (s *Sealer) Round(ctx context.Context, limit int) (int, error) {
 		if n >= limit {
 			break // the rest of the page: the next round goes on from here
 		}
-		due, err := s.due(ctx, id, now, written-1)
+		sealed, err := seal(id, now, written-1)
 		if err != nil {
 			return n, err
 		}
-		if !due {
+		if !sealed {
 			kept++
 			continue
 		}
-		if _, err := Seal(ctx, s.bus, id); err != nil {
-			return n, err
-		}
 		n++
 	}
-	s.Left.Store(int64(total - n))
-	// The sealed subjects are gone from the list: the next round goes on
-	// past the ones this one kept.
-	s.offset += kept
-	if s.offset >= total-n {
-		s.offset = 0
+	left.Store(int64(total - n))
+	*offset += kept
+	if *offset >= total-n {
+		*offset = 0
 	}
 	return n, nil
 }
@@ -259,4 +268,88 @@ func (s *Sealer) due(ctx context.Context, id string, now time.Time, written uint
 		return false, nil
 	}
 	return rev <= written && settled(r) && !r.Status.FinishedAt.IsZero() && now.Sub(r.Status.FinishedAt) >= SealAfter, nil
+}
+
+// Histories seals the histories of the jobs that are due among one page
+// of the jobs' history subjects, at most limit of them, and returns how
+// many it sealed (see events.SealJobHistory). A job's history is due when
+// its charges would be: it finished more than SealAfter ago, its bill is
+// final, and the writer has read every version of its record. The seals'
+// sequences are kept in the record, with a print of its bill (BillPrint):
+// the writer, shown that version, knows the ledger has the bill already.
+// A history whose record is gone is the retention's to remove.
+func (s *Sealer) Histories(ctx context.Context, limit int) (int, error) {
+	return s.round(ctx, limit, s.bus.JobHistories, &s.hoffset, &s.HistoriesLeft, func(id string, now time.Time, written uint64) (bool, error) {
+		return s.sealHistory(ctx, id, now, written)
+	})
+}
+
+// sealHistory seals one job's history if it is due, and reports whether
+// it did. A job that changed meanwhile (an event, a new version of its
+// record) is left for a later round.
+func (s *Sealer) sealHistory(ctx context.Context, id string, now time.Time, written uint64) (bool, error) {
+	r, rev, err := s.bus.Jobs().Get(ctx, id)
+	if errors.Is(err, events.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, err
+		}
+		s.log.Warn("not sealing a job's history: its record could not be read", zap.String("job", id), zap.Error(err))
+		return false, nil
+	}
+	if rev > written || !settled(r) || r.Status.FinishedAt.IsZero() || now.Sub(r.Status.FinishedAt) < SealAfter {
+		return false, nil
+	}
+	seals, upTo, err := s.bus.SealJobHistory(ctx, id)
+	if errors.Is(err, events.ErrHistoryMoved) || (err == nil && upTo == 0) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	c := r.Clone()
+	sd := &job.Sealed{}
+	if c.Status.Sealed != nil {
+		sd = c.Status.Sealed
+	}
+	for _, seq := range seals {
+		// A seal published again (a retry the stream de-duplicated)
+		// comes back with the sequence it was stored at.
+		if !slices.Contains(sd.History, seq) {
+			sd.History = append(sd.History, seq)
+		}
+	}
+	closed, _ := Charges(r, now)
+	sd.Bill = BillPrint(closed)
+	c.Status.Sealed = sd
+	if _, err := s.bus.Jobs().Update(ctx, c, rev); errors.Is(err, events.ErrConflict) {
+		// Changed meanwhile: its seals stay unnamed (readers take each
+		// event once), and it is looked at again next round.
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	if err := s.bus.PurgeJobHistory(ctx, id, upTo); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// BillPrint fingerprints a job's closed charges (as Charges returns them
+// for a settled record, which do not change with the clock): two versions
+// of a record with the same print bill the same.
+func BillPrint(closed []Entry) uint64 {
+	if len(closed) == 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	for _, e := range closed {
+		e.RecordedAt = time.Time{}
+		b, _ := json.Marshal(e)
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	return h.Sum64() | 1 // never 0: 0 is "no print"
 }

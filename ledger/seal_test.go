@@ -301,3 +301,101 @@ func TestSealerRoundsGoOnWhereTheLastStopped(t *testing.T) {
 		t.Fatalf("a round with nothing due sealed %d (%v), counts %d left", n, err, s.Left.Load())
 	}
 }
+
+// The sealer seals the histories of jobs finished for good, as it seals
+// their charges: the record names the seals and prints its bill, the
+// history reads as before, and the job's subject is gone. The writer,
+// shown the sealed version, appends nothing; shown a correction after
+// it, it bills the correction. An event stored after the seal is sealed
+// by a later round, and the history reads whole.
+func TestSealerSealsFinishedHistories(t *testing.T) {
+	g := newSealRig(t)
+	ctx, clk, bus, put := g.ctx, g.clk, g.bus, g.put
+	running, old, recent := spotRecord(), finishedRecord(), finishedRecord()
+	cancelled := &job.Record{ID: job.NewID(at(4)), Spec: job.Spec{Name: "never ran", Team: "vision"}}
+	cancelled.Status.State, cancelled.Status.FinishedAt = job.Cancelled, at(5)
+	old.ID, recent.ID = job.NewID(at(1)), job.NewID(at(2))
+	publish := func(r *job.Record, msg string) {
+		t.Helper()
+		if err := bus.Publish(ctx, events.JobEventsSubject(r.ID), &events.JobEvent{JobID: r.ID, Kind: events.KindPending, State: r.Status.State, Message: msg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range []*job.Record{running, old, cancelled, recent} {
+		publish(r, "submitted")
+		publish(r, "the end")
+	}
+	put(running)
+	put(old)
+	put(cancelled)
+	clk.Set(at(75).Add(ledger.SealAfter + time.Minute))
+	recent.Status.FinishedAt = clk.Now().Add(-10 * time.Minute)
+	last := put(recent)
+	before, err := bus.JobHistory(ctx, old.ID, nil, 0)
+	if err != nil || len(before) != 2 {
+		t.Fatalf("history before: %d events, %v", len(before), err)
+	}
+
+	s := ledger.NewSealer(bus, clk, eventstest.Logger(t))
+	if n, err := s.Histories(ctx, 100); err != nil || n != 0 {
+		t.Fatalf("before the writer saved its place: sealed %d (%v)", n, err)
+	}
+	g.saveCursor(last)
+	if n, err := s.Histories(ctx, 100); err != nil || n != 2 {
+		t.Fatalf("sealed %d histories (%v), want the old job's and the cancelled one's", n, err)
+	}
+	ids, _, err := bus.JobHistories(ctx, 0)
+	want := []string{running.ID, recent.ID}
+	slices.Sort(want)
+	if err != nil || !slices.Equal(ids, want) {
+		t.Fatalf("jobs with a history subject: %v (%v), want %v", ids, err, want)
+	}
+	if s.HistoriesLeft.Load() != 2 {
+		t.Errorf("histories left: %d, want 2", s.HistoriesLeft.Load())
+	}
+	sealedOld, rev, err := bus.Jobs().Get(ctx, old.ID)
+	if err != nil || len(sealedOld.SealedHistory()) != 1 || sealedOld.Status.Sealed.Bill == 0 {
+		t.Fatalf("the old job's record after the seal: %+v, %v", sealedOld.Status.Sealed, err)
+	}
+	if r, _, err := bus.Jobs().Get(ctx, cancelled.ID); err != nil || len(r.SealedHistory()) != 1 || r.Status.Sealed.Bill != 0 {
+		t.Fatalf("the cancelled job's record after the seal: %+v, %v", r.Status.Sealed, err)
+	}
+	got, err := bus.JobHistory(ctx, old.ID, sealedOld.SealedHistory(), 0)
+	if err != nil || len(got) != 2 || got[0].Seq != before[0].Seq || got[1].Seq != before[1].Seq || got[1].Event.Message != "the end" {
+		t.Fatalf("the sealed history: %+v, %v", got, err)
+	}
+
+	charges := len(stored(t, bus, old.ID))
+	fresh := ledger.NewWriter(bus, clk, eventstest.Logger(t))
+	if n, err := fresh.Record(ctx, sealedOld); err != nil || n != 0 {
+		t.Fatalf("the writer shown the sealed version appended %d (%v)", n, err)
+	}
+	corrected := sealedOld.Clone()
+	corrected.Status.Attempts[0].Spans[1].To = at(50)
+	if _, err := bus.Jobs().Update(ctx, corrected, rev); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := fresh.Record(ctx, corrected); err != nil || n == 0 {
+		t.Fatalf("a correction after the seal: the writer appended %d (%v)", n, err)
+	}
+	if got := len(stored(t, bus, old.ID)); got <= charges {
+		t.Fatalf("the ledger holds %d charges of the job after the correction, %d before", got, charges)
+	}
+
+	publish(old, "late")
+	cur, err := bus.JobLastRevision(ctx, old.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.saveCursor(cur)
+	if n, err := s.Histories(ctx, 100); err != nil || n != 1 {
+		t.Fatalf("the event after the seal: sealed %d (%v)", n, err)
+	}
+	r, _, err := bus.Jobs().Get(ctx, old.ID)
+	if err != nil || len(r.SealedHistory()) != 2 {
+		t.Fatalf("the record after the second seal: %+v, %v", r.Status.Sealed, err)
+	}
+	if got, err := bus.JobHistory(ctx, old.ID, r.SealedHistory(), 0); err != nil || len(got) != 3 || got[2].Event.Message != "late" {
+		t.Fatalf("the history sealed twice: %d events, %v", len(got), err)
+	}
+}

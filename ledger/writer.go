@@ -70,6 +70,11 @@ func (w *Writer) Record(ctx context.Context, r *job.Record) (int, error) {
 	if st == nil && len(closed) == 0 {
 		return 0, nil // nothing billed yet: nothing to compare
 	}
+	if st == nil && r.Status.Sealed != nil && r.Status.Sealed.Bill != 0 && settled(r) && BillPrint(closed) == r.Status.Sealed.Bill {
+		// Billed as when its history was sealed, which waited for this
+		// writer to have appended that bill: nothing to read or append.
+		return 0, nil
+	}
 	appended := 0
 	for try := 0; ; try++ {
 		if st == nil {

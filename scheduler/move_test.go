@@ -104,7 +104,7 @@ func TestJobOnOnDemandReturnsToSpotWhenItIsBack(t *testing.T) {
 		for _, a := range rec.Status.Attempts {
 			t.Logf("attempt %d %s %s %s: %s to %s, %s (notice %+v)", a.N, a.Placement.Zone, a.Placement.Purchase, a.Placement.PricePerHour, a.RunningAt, a.EndedAt, a.Outcome, a.Notice)
 		}
-		h, _ := r.bus.JobHistory(r.ctx, auto.ID, 0)
+		h, _ := r.bus.JobHistory(r.ctx, auto.ID, nil, 0)
 		for _, e := range h {
 			if e.Event.Kind != events.KindProgress {
 				t.Logf("%s %s attempt %d: %s", e.Envelope.Time.Format("15:04:05"), e.Event.Kind, e.Event.Attempt, e.Event.Message)

@@ -39,7 +39,7 @@ func (r *rig) advanceUntil(t testing.TB, step, limit time.Duration, what string,
 
 func (r *rig) history(t testing.TB, id string) []string {
 	t.Helper()
-	h, err := r.bus.JobHistory(r.ctx, id, 0)
+	h, err := r.bus.JobHistory(r.ctx, id, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -505,7 +505,7 @@ func TestInsufficientCapacityFallsThroughToTheNextOffer(t *testing.T) {
 	if got.Status.Current.Placement.OfferID == o.ID() {
 		t.Fatalf("second attempt went back to the refused offer")
 	}
-	h, err := r.bus.JobHistory(r.ctx, rec.ID, 0)
+	h, err := r.bus.JobHistory(r.ctx, rec.ID, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,9 +36,9 @@ import (
 // jobs stream, cloned from a job that ran on the simulated cloud (its
 // record and events, re-encoded with the real encoders for each clone's
 // ID, name, team, end and times, spread over the last 20 days), its
-// charges in the cost ledger (sealed, but for those of the jobs that
-// finished within the last hour: ledger.Sealer) and the ledger writer's
-// place past them. The store
+// charges in the cost ledger, and the ledger writer's place past them;
+// the charges and histories of the jobs that finished over an hour ago
+// sealed (ledger.Sealer: their records name their histories' seals). The store
 // is filled by publishing into JetStream directly, in asynchronous
 // batches, then a server starts on it; the benchmark reports how long
 // the start took (the API's index and the scheduler reading every record)
@@ -57,8 +57,8 @@ import (
 // SPOTWISE_BENCH_FINISHED sets the number of jobs (default 1,000,000);
 // SPOTWISE_BENCH_NO_PAGE_COPY keeps no copy of job pages and
 // SPOTWISE_BENCH_NO_LEDGER_COPY the ledger view's charges in memory (to
-// compare); SPOTWISE_BENCH_UNSEALED fills a store from before the
-// ledger's seals and reports how long the server took to seal it
+// compare); SPOTWISE_BENCH_UNSEALED fills a store from before sealing
+// and reports how long the server took to seal it
 // (sealed-all-s, from the start) and its RSS then. The targets are list p99 under 50 ms and RSS under 400 MB.
 func BenchmarkFinished1M(b *testing.B) {
 	if alone(b) {
@@ -164,6 +164,14 @@ func BenchmarkFinished1M(b *testing.B) {
 		lat, _, failed = poll(100, time.Duration(seconds)*time.Second, get)
 		reportLatency(b, lat, "get-")
 		b.ReportMetric(float64(failed), "get-failed")
+		// Every page read shows the whole history, sealed or not: the
+		// oldest jobs', the newest (not sealed yet), some between.
+		for _, id := range []string{sample[0], sample[len(sample)/2], sample[len(sample)-1]} {
+			v, err := s.api.Get(asOperator(context.Background()), id)
+			if err != nil || len(v.Events) != len(hist) {
+				b.Fatalf("job %s's page: %d events (%v), want %d", id, len(v.Events), err, len(hist))
+			}
+		}
 		// One cost report over every charge (30 days by team, a day a
 		// bucket): the ledger view's whole arena read once.
 		began := time.Now()
@@ -193,6 +201,11 @@ func BenchmarkFinished1M(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			_, hleft, err := s.Bus().JobHistories(context.Background(), 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			left = max(left, hleft)
 			if left < n/400 { // about an hour's jobs of the 20 days'
 				b.ReportMetric(time.Since(started).Seconds(), "sealed-all-s")
 				runtime.GC()
@@ -202,7 +215,7 @@ func BenchmarkFinished1M(b *testing.B) {
 				break
 			}
 			if time.Now().After(deadline) {
-				b.Fatalf("%d jobs' charges not sealed an hour after the start", left)
+				b.Fatalf("%d jobs' charges or histories not sealed an hour after the start", left)
 			}
 		}
 	}
@@ -258,7 +271,7 @@ func finishedTemplate(b *testing.B) ([]byte, []events.HistoryEntry) {
 	if rec.Status.State != job.Succeeded || rec.Status.Current != nil || rec.Status.Previous != nil {
 		b.Fatalf("the template job is %s, not succeeded with its capacity gone", rec.Status.State)
 	}
-	hist, err := s.Bus().JobHistory(ctx, id, 0)
+	hist, err := s.Bus().JobHistory(ctx, id, nil, 0)
 	if err != nil || len(hist) == 0 {
 		b.Fatalf("the template job's history: %d events, %v", len(hist), err)
 	}
@@ -340,33 +353,80 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 				}
 				// The charges to seal once they are stored (a seal names
 				// the sequence each was stored at).
-				type charges struct {
-					id    string
+				type stored struct {
 					data  [][]byte
 					acked []jetstream.PubAckFuture
 				}
-				var toSeal []charges
+				// seqs are the sequences the messages were stored at.
+				seqs := func(s stored) ([]uint64, bool) {
+					out := make([]uint64, len(s.acked))
+					for k, f := range s.acked {
+						select {
+						case ack := <-f.Ok():
+							out[k] = ack.Sequence
+						default:
+							failed.Add(1)
+							return nil, false
+						}
+					}
+					return out, true
+				}
+				// A job to seal: its charges and history once they are
+				// stored, then its record, which names the history's seal.
+				type sealing struct {
+					id               string
+					rec              *job.Record
+					bill             uint64
+					charges, history stored
+					seal             stored
+				}
+				var toSeal []*sealing
 				flush := func() {
 					<-js.PublishAsyncComplete()
 					for _, c := range toSeal {
-						msgs := make([]events.LedgerMsg, len(c.acked))
-						for k, f := range c.acked {
-							select {
-							case ack := <-f.Ok():
-								msgs[k] = events.LedgerMsg{Seq: ack.Sequence, Data: c.data[k]}
-							default:
-								failed.Add(1)
+						at, ok := seqs(c.charges)
+						if !ok {
+							return
+						}
+						msgs := make([]events.LedgerMsg, len(at))
+						for k := range at {
+							msgs[k] = events.LedgerMsg{Seq: at[k], Data: c.charges.data[k]}
+						}
+						if len(msgs) > 0 {
+							seals, err := ledger.SealMessages(c.id, msgs)
+							if err != nil {
+								b.Error(err)
 								return
 							}
+							for _, m := range seals {
+								publish(events.LedgerSealedSubject(c.id), m.Data)
+							}
 						}
-						seals, err := ledger.SealMessages(c.id, msgs)
+						if at, ok = seqs(c.history); !ok {
+							return
+						}
+						seals, _, err := events.HistorySealMessages(c.id, at, c.history.data)
 						if err != nil {
 							b.Error(err)
 							return
 						}
 						for _, m := range seals {
-							publish(events.LedgerSealedSubject(c.id), m.Data)
+							c.seal.acked = append(c.seal.acked, publish(events.JobsSealedSubject, m))
 						}
+					}
+					<-js.PublishAsyncComplete()
+					for _, c := range toSeal {
+						at, ok := seqs(c.seal)
+						if !ok {
+							return
+						}
+						c.rec.Status.Sealed = &job.Sealed{History: at, Bill: c.bill}
+						data, err := json.Marshal(c.rec)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						publish("$KV."+events.BucketJobs+"."+c.id, data)
 					}
 					toSeal = toSeal[:0]
 					<-js.PublishAsyncComplete()
@@ -381,12 +441,19 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 					for k := range r.Status.Attempts {
 						r.Status.Attempts[k].LaunchKey = job.LaunchKey(id, r.Status.Attempts[k].N)
 					}
-					data, err := json.Marshal(&r)
-					if err != nil {
-						b.Error(err)
-						return
+					var c *sealing
+					if seal {
+						// Its record is stored once its history's seal is.
+						c = &sealing{id: id, rec: &r}
+						toSeal = append(toSeal, c)
+					} else {
+						data, err := json.Marshal(&r)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						publish("$KV."+events.BucketJobs+"."+id, data)
 					}
-					publish("$KV."+events.BucketJobs+"."+id, data)
 					for _, h := range hist {
 						ev := *h.Event
 						ev.JobID = id
@@ -398,13 +465,15 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 							b.Error(err)
 							return
 						}
-						publish(events.JobEventsSubject(id), data)
+						f := publish(events.JobEventsSubject(id), data)
+						if c != nil {
+							c.history.data, c.history.acked = append(c.history.data, data), append(c.history.acked, f)
+						}
 					}
 					// Its charges, as the ledger's writer appends them once
 					// the job has ended (without the de-duplication ID, which
 					// only matters for two minutes).
 					closed, _ := ledger.Charges(&r, r.Status.FinishedAt)
-					c := charges{id: id}
 					for _, e := range closed {
 						e.RecordedAt = r.Status.FinishedAt
 						data, err := json.Marshal(&e)
@@ -412,10 +481,13 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 							b.Error(err)
 							return
 						}
-						c.data, c.acked = append(c.data, data), append(c.acked, publish(events.LedgerJobSubject(id), data))
+						f := publish(events.LedgerJobSubject(id), data)
+						if c != nil {
+							c.charges.data, c.charges.acked = append(c.charges.data, data), append(c.charges.acked, f)
+						}
 					}
-					if seal && len(closed) > 0 {
-						toSeal = append(toSeal, c)
+					if c != nil {
+						c.bill = ledger.BillPrint(closed)
 					}
 					if i%(n/cap(sample)+1) == 0 {
 						smu.Lock()
@@ -445,13 +517,19 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 		// Millions of messages: longer than a request's default 5 s.
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 		err = ls.Purge(pctx, jetstream.WithPurgeSubject(events.LedgerJobSubject("*")))
+		if err == nil {
+			var js jetstream.Stream
+			if js, err = st.Stream(ctx, events.StreamJobs); err == nil {
+				err = js.Purge(pctx, jetstream.WithPurgeSubject(events.JobEventsSubject("*")))
+			}
+		}
 		cancel()
 		if err != nil {
 			b.Fatalf("purging the sealed jobs' subjects: %v", err)
 		}
 	}
 	fill(cutoff, n, false)
-	b.Logf("%d finished jobs' charges sealed, %d on their own subjects", cutoff, n-cutoff)
+	b.Logf("%d finished jobs' charges and histories sealed, %d on their own subjects", cutoff, n-cutoff)
 	if f := failed.Load(); f > 0 {
 		b.Fatalf("%d publishes failed while filling the store", f)
 	}

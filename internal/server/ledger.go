@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -67,25 +68,32 @@ func (s *Server) writeLedger(ctx context.Context, wg *sync.WaitGroup) {
 // once).
 const sealBatch = 100_000
 
-// sealLedger seals the charges of the jobs whose bills are final (see
-// ledger.Sealer), every retention interval while this server's term
+// sealLedger seals the charges of the jobs whose bills are final, then
+// their histories (see ledger.Sealer), every retention interval while this server's term
 // lasts. The first round waits two leases' time, for the server whose
 // term ended before this one's (its writer may be reading old versions
 // still) to have stopped.
 func (s *Server) sealLedger(ctx context.Context) {
 	sealer := ledger.NewSealer(s.bus, s.clock, s.log.Named("ledger"))
 	every(ctx, max(2*s.bus.LeaseTTL(), time.Second), func() time.Duration {
+		// what was sealed: counted, with what is left (when the round
+		// got through), and logged.
+		sealed := func(n int, err error, what string, total, unsealed *atomic.Int64, left *atomic.Int64) {
+			total.Add(int64(n))
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("sealing "+what, zap.Error(err))
+			} else if err == nil {
+				unsealed.Store(left.Load())
+			}
+			if n > 0 {
+				s.log.Info(what+" sealed", zap.Int("jobs", n))
+			}
+		}
 		n, err := sealer.Round(ctx, sealBatch)
-		s.sealedJobs.Add(int64(n))
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("sealing the ledger", zap.Error(err))
-		} else if err == nil {
-			s.unsealedJobs.Store(sealer.Left.Load())
-		}
-		if n > 0 {
-			s.log.Info("jobs' charges sealed", zap.Int("jobs", n))
-		}
-		if n >= sealBatch {
+		sealed(n, err, "jobs' charges", &s.sealedJobs, &s.unsealedJobs, &sealer.Left)
+		h, err := sealer.Histories(ctx, sealBatch)
+		sealed(h, err, "jobs' histories", &s.sealedHistories, &s.unsealedHistories, &sealer.HistoriesLeft)
+		if n >= sealBatch || h >= sealBatch {
 			return time.Second // more may be due
 		}
 		return s.cfg.Retention.Interval.D()

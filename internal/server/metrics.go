@@ -31,6 +31,14 @@ func (s *Server) registry() (*prometheus.Registry, error) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "spotwise", Subsystem: "ledger", Name: "sealed_jobs_total",
 			Help: "Jobs whose charges this server sealed: moved off their own ledger subject once their bill was final."},
 			func() float64 { return float64(s.sealedJobs.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "spotwise", Subsystem: "jobs", Name: "sealed_histories_total",
+			Help: "Jobs whose history this server sealed: moved off their own subject of the jobs stream, long after they finished."},
+			func() float64 { return float64(s.sealedHistories.Load()) }),
+		&leaderGauge{leader: func() bool { return s.role() == RoleLeader }, value: func() (float64, bool) {
+			n := s.unsealedHistories.Load()
+			return float64(n), n >= 0
+		}, desc: prometheus.NewDesc("spotwise_jobs_unsealed_histories",
+			"Jobs whose history (some of it) is on their own subject of the jobs stream, as the scheduling server's last sealing round counted them; exported by that server.", nil, nil)},
 		&leaderGauge{leader: func() bool { return s.role() == RoleLeader }, value: func() (float64, bool) {
 			n := s.unsealedJobs.Load()
 			return float64(n), n >= 0

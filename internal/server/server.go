@@ -66,6 +66,9 @@ type Server struct {
 	// unsealedJobs is how many its last sealing round left on their own
 	// ledger subjects (-1: none ran yet).
 	sealedJobs, unsealedJobs atomic.Int64
+	// sealedHistories and unsealedHistories are the same for the jobs'
+	// histories.
+	sealedHistories, unsealedHistories atomic.Int64
 	// ledgerWriter is the cost ledger's writer of this server's latest
 	// term (nil before one).
 	ledgerWriter atomic.Pointer[ledger.Writer]
@@ -82,6 +85,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger, opts ...Option) (*S
 	rctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, log: log, cancel: cancel}
 	s.unsealedJobs.Store(-1)
+	s.unsealedHistories.Store(-1)
 	for _, o := range opts {
 		o(s)
 	}

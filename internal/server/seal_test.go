@@ -1,0 +1,111 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spotwise/spotwise/api"
+	"github.com/spotwise/spotwise/internal/testutil"
+	"github.com/spotwise/spotwise/job"
+)
+
+// eventLines is what a job's page shows of its history, one line an event.
+func eventLines(v *api.JobView) []string {
+	var out []string
+	for _, e := range v.Events {
+		out = append(out, fmt.Sprintf("%s %s %s attempt %d: %s", e.Time.Format(time.RFC3339Nano), e.Kind, e.State, e.Attempt, e.Message))
+	}
+	return out
+}
+
+// An hour of the scheduler's clock after a job finished for good, the
+// scheduling server seals its history: the job's own subject leaves the
+// stream and its record names the seal. A user sees nothing of it: the
+// job's page lists the same events, and so it does after a restart,
+// when the server's copy of job pages is made again from the stream.
+func TestFinishedJobsHistoriesAreSealed(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.Retention.Interval = job.Duration(time.Second) // the sealer's rounds
+	s := startServer(t, cfg)
+	c := clientOf(s)
+	ctx := context.Background()
+	var ids []string
+	for _, team := range []string{"nlp", "vision"} {
+		v, _, err := c.Submit(ctx, costSpec(team, 1), "application/yaml", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, v.ID)
+	}
+	before := map[string][]string{}
+	for _, id := range ids {
+		waitState(t, c, id, job.Succeeded, 120*time.Second)
+		// Its page once its instances' ends are in (the last events).
+		testutil.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+			r, _, err := s.Bus().Jobs().Get(ctx, id)
+			if err != nil {
+				return err
+			}
+			if r.Status.Current != nil || r.Status.Previous != nil {
+				return fmt.Errorf("job %s still holds an attempt", id)
+			}
+			v, err := c.Get(ctx, id)
+			if err != nil {
+				return err
+			}
+			if len(v.Events) < 3 || v.Events[len(v.Events)-1].Kind != "terminated" {
+				return fmt.Errorf("job %s's page lists %d events, the last not its instance's end", id, len(v.Events))
+			}
+			before[id] = eventLines(v)
+			return nil
+		})
+	}
+
+	testutil.CheckFor(t, 90*time.Second, 100*time.Millisecond, func() error {
+		left, _, err := s.Bus().JobHistories(ctx, 0)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			r, _, err := s.Bus().Jobs().Get(ctx, id)
+			if err != nil {
+				return err
+			}
+			if slices.Contains(left, id) || len(r.SealedHistory()) == 0 {
+				return fmt.Errorf("job %s's history is not sealed (its record names %v)", id, r.SealedHistory())
+			}
+		}
+		return nil
+	})
+	testutil.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		var sealed float64
+		m := getText(t, s, "/metrics")
+		for _, l := range strings.Split(m, "\n") {
+			fmt.Sscanf(l, "spotwise_jobs_sealed_histories_total %g", &sealed)
+		}
+		if sealed < float64(len(ids)) || !strings.Contains(m, "\nspotwise_jobs_unsealed_histories ") {
+			return fmt.Errorf("the metrics say %v histories sealed:\n%s", sealed, grepLines(m, "histories"))
+		}
+		return nil
+	})
+	same := func(c *api.Client, when string) {
+		t.Helper()
+		for _, id := range ids {
+			v, err := c.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := eventLines(v); !slices.Equal(got, before[id]) {
+				t.Errorf("%s, job %s's page lists\n%s\nwant\n%s", when, id, strings.Join(got, "\n"), strings.Join(before[id], "\n"))
+			}
+		}
+	}
+	same(c, "once sealed")
+	s.Close()
+	s = startServer(t, cfg)
+	same(clientOf(s), "after a restart")
+}
