@@ -54,7 +54,10 @@ func NewService(bus *events.Bus, vocab job.Vocabulary, clk clock.Clock, log *zap
 	}
 	s := &Service{bus: bus, jobs: bus.Jobs(), vocab: vocab, clock: clk, log: log, ix: newIndex(), hist: newHistories(4096, 32<<10, 1024, 16<<10), pageMax: 8 << 30}
 	s.ix.deleted = s.hist.forget
-	s.ix.recs = newRecords(16 << 10)
+	// Finished records read lately, decoded (about 2.4 KB each): more
+	// than the pages a thousand readers keep open; the copy of job pages
+	// holds the rest, a read and a decode away.
+	s.ix.recs = newRecords(4 << 10)
 	s.market = newMarket()
 	s.hub = newHub(s)
 	s.ix.changed = s.hub.recordChanged

@@ -240,8 +240,13 @@ func streamConfigs(replicas int, logs LogRetention) []jetstream.StreamConfig {
 		}
 	}
 	return []jetstream.StreamConfig{
+		// No size limit: retention (finished_max_jobs, finished_max_age)
+		// removes finished jobs' histories with their records. A limit
+		// under what retention keeps (a million finished jobs' sealed
+		// histories are about 6 GB) would drop the oldest kept jobs'
+		// events, and NATS reserves a stream's limit on every node.
 		mk(StreamJobs, "job submissions and every job's lifecycle history",
-			[]string{SubjectJobSubmitted, AllJobEvents, subjectJobsSealed}, 30*day, 4<<30, 0),
+			[]string{SubjectJobSubmitted, AllJobEvents, subjectJobsSealed}, 30*day, -1, 0),
 		mk(StreamPrices, "offer prices and capacity per provider region",
 			[]string{subjectPrices + ".>"}, 7*day, 1<<30, 2016),
 		mk(StreamInstances, "instance lifecycle per provider region",

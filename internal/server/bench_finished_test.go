@@ -169,7 +169,13 @@ func BenchmarkFinished1M(b *testing.B) {
 		for _, id := range []string{sample[0], sample[len(sample)/2], sample[len(sample)-1]} {
 			v, err := s.api.Get(asOperator(context.Background()), id)
 			if err != nil || len(v.Events) != len(hist) {
-				b.Fatalf("job %s's page: %d events (%v), want %d", id, len(v.Events), err, len(hist))
+				r, _, rerr := s.Bus().Jobs().Get(context.Background(), id)
+				var sealed []uint64
+				if rerr == nil {
+					sealed = r.SealedHistory()
+				}
+				stored, herr := s.Bus().JobHistory(context.Background(), id, sealed, 0)
+				b.Fatalf("job %s's page: %d events (%v), want %d; the store holds %d (%v), its record (%v) names the seals %v", id, len(v.Events), err, len(hist), len(stored), herr, rerr, sealed)
 			}
 		}
 		// One cost report over every charge (30 days by team, a day a
@@ -336,6 +342,11 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 					b.Error(err)
 					return
 				}
+				jobsStream, err := js.Stream(ctx, events.StreamJobs)
+				if err != nil {
+					b.Error(err)
+					return
+				}
 				// A publish the client holds back (too many unacknowledged)
 				// waits for the acknowledgements and goes again.
 				publish := func(subject string, data []byte) jetstream.PubAckFuture {
@@ -412,6 +423,12 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 						}
 						for _, m := range seals {
 							c.seal.acked = append(c.seal.acked, publish(events.JobsSealedSubject, m))
+						}
+						// Off its own subject at once: the stream's size is
+						// bounded, and its oldest messages would go first.
+						if err := jobsStream.Purge(ctx, jetstream.WithPurgeSubject(events.JobEventsSubject(c.id))); err != nil {
+							b.Error(err)
+							return
 						}
 					}
 					<-js.PublishAsyncComplete()
@@ -517,12 +534,6 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 		// Millions of messages: longer than a request's default 5 s.
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 		err = ls.Purge(pctx, jetstream.WithPurgeSubject(events.LedgerJobSubject("*")))
-		if err == nil {
-			var js jetstream.Stream
-			if js, err = st.Stream(ctx, events.StreamJobs); err == nil {
-				err = js.Purge(pctx, jetstream.WithPurgeSubject(events.JobEventsSubject("*")))
-			}
-		}
 		cancel()
 		if err != nil {
 			b.Fatalf("purging the sealed jobs' subjects: %v", err)
@@ -530,6 +541,13 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 	}
 	fill(cutoff, n, false)
 	b.Logf("%d finished jobs' charges and histories sealed, %d on their own subjects", cutoff, n-cutoff)
+	if js, err := jetstream.New(bus.Conn()); err == nil {
+		if st, err := js.Stream(ctx, events.StreamJobs); err == nil {
+			if info, err := st.Info(ctx); err == nil {
+				b.Logf("the jobs stream holds %d messages, %d MB", info.State.Msgs, info.State.Bytes>>20)
+			}
+		}
+	}
 	if f := failed.Load(); f > 0 {
 		b.Fatalf("%d publishes failed while filling the store", f)
 	}

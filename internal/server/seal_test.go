@@ -44,7 +44,8 @@ func TestFinishedJobsHistoriesAreSealed(t *testing.T) {
 	before := map[string][]string{}
 	for _, id := range ids {
 		waitState(t, c, id, job.Succeeded, 120*time.Second)
-		// Its page once its instances' ends are in (the last events).
+		// Its page once its capacity is gone (its instances' ends are the
+		// last events) and the page lists all the store holds.
 		testutil.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
 			r, _, err := s.Bus().Jobs().Get(ctx, id)
 			if err != nil {
@@ -53,12 +54,16 @@ func TestFinishedJobsHistoriesAreSealed(t *testing.T) {
 			if r.Status.Current != nil || r.Status.Previous != nil {
 				return fmt.Errorf("job %s still holds an attempt", id)
 			}
+			stored, err := s.Bus().JobHistory(ctx, id, r.SealedHistory(), 0)
+			if err != nil {
+				return err
+			}
 			v, err := c.Get(ctx, id)
 			if err != nil {
 				return err
 			}
-			if len(v.Events) < 3 || v.Events[len(v.Events)-1].Kind != "terminated" {
-				return fmt.Errorf("job %s's page lists %d events, the last not its instance's end", id, len(v.Events))
+			if len(v.Events) < 3 || len(v.Events) != len(stored) {
+				return fmt.Errorf("job %s's page lists %d events, the store holds %d", id, len(v.Events), len(stored))
 			}
 			before[id] = eventLines(v)
 			return nil
