@@ -48,6 +48,12 @@ type Config struct {
 	// Logs is how long and how much of jobs' output the log stream keeps
 	// (zero: DefaultLogsMaxAge, DefaultLogsMaxBytes).
 	Logs LogRetention
+	// JobsMaxAge is how long (wall time) the jobs stream keeps
+	// submissions and histories: zero is DefaultJobsMaxAge, under zero no
+	// limit. Retention removes finished jobs' histories with their
+	// records; this is the stream's own bound, past which a history goes
+	// even if its record stays.
+	JobsMaxAge time.Duration
 	// Client binds to the streams and buckets a server created instead of
 	// creating them.
 	Client bool
@@ -153,6 +159,7 @@ type Bus struct {
 	leases   jetstream.KeyValue
 	leaseTTL time.Duration
 	logs     LogRetention
+	jobsAge  time.Duration
 	garbled  atomic.Int64
 	dropMu   sync.Mutex
 	dropped  map[DropKey]int64
@@ -212,7 +219,7 @@ func Open(ctx context.Context, cfg Config, source string, clk clock.Clock, log *
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	b := &Bus{log: log, clock: clk, source: source, replicas: max(1, cfg.Replicas), leaseTTL: cfg.LeaseTTL, logs: cfg.Logs, closing: make(chan struct{})}
+	b := &Bus{log: log, clock: clk, source: source, replicas: max(1, cfg.Replicas), leaseTTL: cfg.LeaseTTL, logs: cfg.Logs, jobsAge: cfg.JobsMaxAge, closing: make(chan struct{})}
 	if b.leaseTTL <= 0 {
 		b.leaseTTL = DefaultLeaseTTL
 	}
@@ -364,7 +371,7 @@ func (b *Bus) Fork(name string) (*Bus, error) {
 		return nil, fmt.Errorf("JetStream: %w", err)
 	}
 	return &Bus{nc: nc, js: js, log: b.log, clock: b.clock, source: b.source, replicas: b.replicas, leaseTTL: b.leaseTTL,
-		logs: b.logs, closing: make(chan struct{}), dial: b.dial, root: b.rootBus()}, nil
+		logs: b.logs, jobsAge: b.jobsAge, closing: make(chan struct{}), dial: b.dial, root: b.rootBus()}, nil
 }
 
 func (b *Bus) rootBus() *Bus {
@@ -478,7 +485,7 @@ func (b *Bus) ensure(ctx context.Context, client bool) error {
 			kvs[kc.Bucket] = kv
 		}
 	} else {
-		for _, sc := range streamConfigs(b.replicas, b.logs) {
+		for _, sc := range streamConfigs(b.replicas, b.logs, b.jobsAge) {
 			if err := b.untilJetStreamAnswers(ctx, "stream "+sc.Name, func(ctx context.Context) error {
 				_, err := b.js.CreateOrUpdateStream(ctx, sc)
 				return err

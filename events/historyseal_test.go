@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/events/eventstest"
 	"github.com/spotwise/spotwise/job"
@@ -236,6 +238,34 @@ func TestLongHistorySealsInSeveralMessages(t *testing.T) {
 	for i, e := range got {
 		if e.Event.Message != fmt.Sprint(i, pad) || (i > 0 && e.Seq <= got[i-1].Seq) {
 			t.Fatalf("event %d is %.20q at %d", i, e.Event.Message, e.Seq)
+		}
+	}
+}
+
+// The jobs stream keeps histories as long as it is told (retention may
+// keep finished jobs longer than its default), or without an age limit,
+// and has no size limit of its own: past one, NATS would drop the oldest
+// histories of jobs retention still keeps.
+func TestJobsStreamKeepsWhatRetentionKeeps(t *testing.T) {
+	for _, tc := range []struct {
+		age, want time.Duration
+	}{
+		{0, events.DefaultJobsMaxAge},
+		{91 * 24 * time.Hour, 91 * 24 * time.Hour},
+		{-1, 0},
+	} {
+		b := eventstest.OpenBusConfig(t, events.Config{JobsMaxAge: tc.age}, nil)
+		js, err := jetstream.New(b.Conn())
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := js.Stream(context.Background(), events.StreamJobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := st.CachedInfo().Config
+		if cfg.MaxAge != tc.want || cfg.MaxBytes != -1 {
+			t.Errorf("told %v: the jobs stream keeps messages %v and %d bytes, want %v and no limit", tc.age, cfg.MaxAge, cfg.MaxBytes, tc.want)
 		}
 	}
 }

@@ -216,11 +216,21 @@ const (
 	BucketTokens = "spotwise_tokens"
 )
 
+// DefaultJobsMaxAge is how long the jobs stream keeps submissions and
+// histories unless told (Config.JobsMaxAge).
+const DefaultJobsMaxAge = 30 * 24 * time.Hour
+
 // streamConfigs is the retention of every stream, written down once. Limits
 // keep the store bounded on a laptop; a cluster raises replicas.
-func streamConfigs(replicas int, logs LogRetention) []jetstream.StreamConfig {
+func streamConfigs(replicas int, logs LogRetention, jobsAge time.Duration) []jetstream.StreamConfig {
 	logs = logs.withDefaults()
 	day := 24 * time.Hour
+	switch {
+	case jobsAge == 0:
+		jobsAge = DefaultJobsMaxAge
+	case jobsAge < 0:
+		jobsAge = 0 // no limit
+	}
 	mk := func(name, desc string, subjects []string, age time.Duration, bytes int64, perSubject int64) jetstream.StreamConfig {
 		return jetstream.StreamConfig{
 			Name:              name,
@@ -246,7 +256,7 @@ func streamConfigs(replicas int, logs LogRetention) []jetstream.StreamConfig {
 		// histories are about 6 GB) would drop the oldest kept jobs'
 		// events, and NATS reserves a stream's limit on every node.
 		mk(StreamJobs, "job submissions and every job's lifecycle history",
-			[]string{SubjectJobSubmitted, AllJobEvents, subjectJobsSealed}, 30*day, -1, 0),
+			[]string{SubjectJobSubmitted, AllJobEvents, subjectJobsSealed}, jobsAge, -1, 0),
 		mk(StreamPrices, "offer prices and capacity per provider region",
 			[]string{subjectPrices + ".>"}, 7*day, 1<<30, 2016),
 		mk(StreamInstances, "instance lifecycle per provider region",

@@ -11,6 +11,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/job"
 )
 
@@ -452,4 +453,24 @@ func exampleProviders(t *testing.T) ProvidersConfig {
 		}
 	}
 	return p
+}
+
+// The jobs stream keeps histories a day longer than retention keeps
+// finished jobs (never under its default), and without an age limit when
+// retention keeps them whatever their age.
+func TestJobsStreamAgeFollowsRetention(t *testing.T) {
+	day := 24 * time.Hour
+	for _, tc := range []struct {
+		finished job.Duration
+		want     time.Duration
+	}{
+		{job.Duration(30 * day), 31 * day},
+		{job.Duration(90 * day), 91 * day},
+		{job.Duration(7 * day), events.DefaultJobsMaxAge},
+		{0, -1},
+	} {
+		if got := jobsStreamAge(RetentionConfig{FinishedMaxAge: tc.finished}); got != tc.want {
+			t.Errorf("finished_max_age %v: the jobs stream keeps %v, want %v", tc.finished, got, tc.want)
+		}
+	}
 }

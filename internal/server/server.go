@@ -378,8 +378,9 @@ func (s *Server) openBus(ctx context.Context) error {
 		User: cfg.NATS.User, Password: cfg.NATS.Password, Token: cfg.NATS.Token,
 		TLSCAFile: cfg.NATS.TLSCAFile, TLSCertFile: cfg.NATS.TLSCertFile, TLSKeyFile: cfg.NATS.TLSKeyFile,
 		Replicas: cfg.NATS.Replicas, ConnName: "spotwise-server", IdentityDir: cfg.NATS.IdentityDir,
-		Embedded: events.EmbeddedOptions{DataDir: cfg.DataDir, Listen: cfg.NATS.Listen, ServerName: "spotwise"},
-		Logs:     events.LogRetention{MaxAge: cfg.Retention.LogsMaxAge.D(), MaxBytes: cfg.Retention.LogsMaxBytes},
+		Embedded:   events.EmbeddedOptions{DataDir: cfg.DataDir, Listen: cfg.NATS.Listen, ServerName: "spotwise"},
+		Logs:       events.LogRetention{MaxAge: cfg.Retention.LogsMaxAge.D(), MaxBytes: cfg.Retention.LogsMaxBytes},
+		JobsMaxAge: jobsStreamAge(cfg.Retention),
 	}
 	s.log.Info("connecting to NATS", zap.String("nats", natsCfg.Redacted()))
 	bus, err := events.Open(ctx, natsCfg, "spotwise-server", clock.Real{}, s.log)
@@ -688,4 +689,15 @@ func (s *Server) OperatorToken() string { return s.opToken }
 func isLoopback(a net.Addr) bool {
 	ta, ok := a.(*net.TCPAddr)
 	return ok && ta.IP.IsLoopback()
+}
+
+// jobsStreamAge is how long the jobs stream keeps histories: a day longer
+// than retention keeps finished jobs (finished_max_age, on the scheduler's
+// clock, which runs at least as fast as the wall's), and never under the
+// stream's default; none when retention keeps jobs of any age.
+func jobsStreamAge(r RetentionConfig) time.Duration {
+	if r.FinishedMaxAge <= 0 {
+		return -1
+	}
+	return max(events.DefaultJobsMaxAge, r.FinishedMaxAge.D()+24*time.Hour)
 }
