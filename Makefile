@@ -32,7 +32,7 @@ test-short:
 # are milliseconds of real NATS each, so minimizing is bounded by count.
 FUZZTIME ?= 1m
 FUZZ_TARGETS := events:FuzzDecode events:FuzzLogRead scheduler:FuzzSchedulerConsumers alerts:FuzzAlertsConsumer api:FuzzNATSSubmit api:FuzzPagesChain \
-	internal/server:FuzzSimControl agent:FuzzAgentControl job:FuzzParse auth:FuzzAuthenticate ledger:FuzzLedgerEntry ledger:FuzzLedgerSeal events:FuzzHistorySeal
+	internal/server:FuzzSimControl agent:FuzzAgentControl job:FuzzParse auth:FuzzAuthenticate ledger:FuzzLedgerEntry ledger:FuzzLedgerSeal events:FuzzHistorySeal internal/idmap:FuzzKey
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; echo "== $$fn ($$pkg)"; \
 		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 10x ./$$pkg/ || exit 1; done

@@ -73,7 +73,7 @@ func (s *Service) Alerts(ctx context.Context, limit int) (*AlertList, error) {
 func (ix *index) team(id string) string {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	if e, ok := ix.byID.Get(id); ok && !e.deleted {
+	if e, ok := ix.get(id); ok && !e.deleted {
 		return e.teamName()
 	}
 	return ""

@@ -171,7 +171,7 @@ func (s *Service) Costs(ctx context.Context, q CostQuery) (*CostSeries, error) {
 		}
 		for _, g := range e.open() {
 			if out.add(q, g, n, now) {
-				jobs[e.id] = true
+				jobs[e.id()] = true
 			}
 		}
 		out.saved(q, s, e, n, now)
@@ -296,7 +296,11 @@ func (c *CostSeries) saved(q CostQuery, s *Service, e *entry, n int, now time.Ti
 	if p := e.lastPlacement(); p != nil {
 		last.Provider, last.Region, last.Purchase, last.GPU = p.Provider, p.Region, p.Purchase, p.GPU
 	}
-	grp := c.group(c.keyOf(&last, e.id, team), n)
+	id := ""
+	if slices.Contains(c.keys, "job") {
+		id = e.id()
+	}
+	grp := c.group(c.keyOf(&last, id, team), n)
 	sv := savings(e.baseline, e.progress, cost)
 	grp.Finished++
 	grp.Baseline += sv + cost

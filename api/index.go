@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"strings"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/internal/idmap"
-	"github.com/spotwise/spotwise/internal/slab"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/money"
 )
@@ -26,11 +26,10 @@ import (
 // finished, and a finished job's listing never changes.
 type index struct {
 	mu sync.RWMutex
-	// byID finds an entry by its job's ID (an idmap: about 30 bytes a job
-	// where a Go map takes 50-60); entries holds them in chunks (see
-	// internal/slab).
-	byID    idmap.Map[*entry]
-	entries slab.Pool[entry]
+	// byID holds the entries, found by their job's ID (see internal/idmap:
+	// about 8 bytes a job besides the entry, where a Go map of the IDs'
+	// strings took 50-60 and the strings 32 more).
+	byID idmap.Table[entry]
 	// order are the listed jobs, oldest first; active the listed jobs not
 	// finished, in the same order, so that a listing of running or queued
 	// jobs does not walk the finished ones.
@@ -57,7 +56,6 @@ type index struct {
 // jobs and are kept once each (unique handles); times are Unix
 // nanoseconds; a finished job's cost is worked out once.
 type entry struct {
-	id string
 	// rev is the bucket revision the entry reflects; older changes are
 	// ignored, so the service's own writes (applied at once) and the
 	// watch (applied when it catches up) can arrive in any order.
@@ -75,13 +73,28 @@ type entry struct {
 	progress float64
 	// growing, set while the job's cost grows with time, holds what it
 	// takes to work it out at any time.
-	growing  *growingCost
-	priority int32
-	state    uint8 // index into job.States
+	growing *growingCost
+	// key is the job's ID (17 bytes beside the 3 below, where a string
+	// took 48).
+	key   idmap.Key
+	state uint8 // index into job.States
 	// deleted marks a job removed from the bucket; the entry stays so a
 	// late change cannot bring it back, and so a cursor naming it still
 	// has a place in the order.
-	deleted bool
+	deleted  bool
+	priority int32
+}
+
+// MapKey is the entry's key in the index (idmap.Keyed).
+func (e entry) MapKey() idmap.Key { return e.key }
+
+// id is the entry's job ID.
+func (e *entry) id() string { return e.key.String() }
+
+// get is the entry of a job, if the index has one.
+func (ix *index) get(id string) (*entry, bool) {
+	e := ix.byID.Get(idmap.Lookup(id))
+	return e, e != nil
 }
 
 // growingCost is what a job whose cost still grows costs at any time:
@@ -126,13 +139,11 @@ func (e *entry) lastPlacement() *job.Placement {
 	return &p
 }
 
-// newEntry returns a new entry for a job; entries are never freed (a
-// deleted job keeps its place, see entry.deleted), so their chunks are
-// always full of live ones.
+// newEntry returns a new entry for a job; entries are never deleted (a
+// deleted job keeps its place, see entry.deleted), so the table's chunks
+// are always full of live ones.
 func (ix *index) newEntry(id string) *entry {
-	e := ix.entries.New()
-	e.id = id
-	return e
+	return ix.byID.Put(entry{key: idmap.KeyOf(id)})
 }
 
 func newIndex() *index {
@@ -173,7 +184,7 @@ func (ix *index) enlist(e *entry) {
 func (ix *index) apply(c events.JobChange) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	e, ok := ix.byID.Get(c.ID)
+	e, ok := ix.get(c.ID)
 	if ok && c.Revision <= e.rev {
 		return
 	}
@@ -186,7 +197,6 @@ func (ix *index) apply(c events.JobChange) {
 	if c.Record == nil {
 		if !ok {
 			e = ix.newEntry(c.ID)
-			ix.byID.PutKey(c.ID, e)
 		} else if !e.deleted {
 			ix.unlist(e)
 		}
@@ -200,7 +210,6 @@ func (ix *index) apply(c events.JobChange) {
 	r := c.Record
 	if !ok {
 		e = ix.newEntry(c.ID)
-		ix.byID.PutKey(c.ID, e)
 	}
 	if !ok || e.deleted || e.submitted != r.Status.SubmittedAt.UnixNano() {
 		if ok && !e.deleted {
@@ -305,7 +314,7 @@ func (e *entry) costAt(now time.Time) money.Micros {
 func (ix *index) cache(r *job.Record, rev uint64) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	if e, ok := ix.byID.Get(r.ID); ok && e.rev > rev {
+	if e, ok := ix.get(r.ID); ok && e.rev > rev {
 		return
 	}
 	ix.recs.put(r.ID, r, rev)
@@ -361,17 +370,20 @@ func (ix *index) list(q Query, now time.Time) (list JobList, ok bool) {
 		order = &ix.active
 	}
 	var at int64
+	after := idmap.Lookup(q.After)
 	if q.After != "" {
-		if e, known := ix.byID.Get(q.After); known {
+		if e, known := ix.get(q.After); known {
 			at = e.submitted
-		} else if t, ok := idTime(q.After); ok {
+		} else if t, ok := idTime(q.After); ok && !after.IsZero() {
 			at = t.UnixNano()
 		} else {
 			return JobList{}, false
 		}
 	}
 	out := JobList{Jobs: []Summary{}}
-	for e := range order.before(q.After != "", at, q.After) {
+	var idBuf [64]byte
+	search := []byte(q.Search)
+	for e := range order.before(q.After != "", at, after) {
 		if len(states) > 0 && !slices.Contains(states, e.state) {
 			continue
 		}
@@ -384,7 +396,7 @@ func (ix *index) list(q Query, now time.Time) (list JobList, ok bool) {
 		if q.Provider != "" && (e.placement == (unique.Handle[job.Placement]{}) || e.placement.Value().Provider != q.Provider) {
 			continue
 		}
-		if q.Search != "" && !strings.Contains(e.name.Value(), q.Search) && !strings.HasPrefix(e.id, q.Search) {
+		if q.Search != "" && !strings.Contains(e.name.Value(), q.Search) && !bytes.HasPrefix(e.key.AppendTo(idBuf[:0]), search) {
 			continue
 		}
 		if len(out.Jobs) == limit {
@@ -424,7 +436,7 @@ func idTime(id string) (time.Time, bool) {
 func (ix *index) revOf(id string) (uint64, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	e, ok := ix.byID.Get(id)
+	e, ok := ix.get(id)
 	if !ok || e.deleted {
 		return 0, false
 	}
@@ -434,7 +446,7 @@ func (ix *index) revOf(id string) (uint64, bool) {
 func (ix *index) teamOf(id string) (string, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	e, ok := ix.byID.Get(id)
+	e, ok := ix.get(id)
 	if !ok || e.deleted {
 		return "", false
 	}
@@ -445,7 +457,7 @@ func (ix *index) teamOf(id string) (string, bool) {
 func (ix *index) summary(id string, now time.Time) (Summary, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	e, ok := ix.byID.Get(id)
+	e, ok := ix.get(id)
 	if !ok || e.deleted {
 		return Summary{}, false
 	}
@@ -454,6 +466,6 @@ func (ix *index) summary(id string, now time.Time) (Summary, bool) {
 
 // summaryAt is the entry's summary with its cost as of now.
 func (e *entry) summaryAt(now time.Time) Summary {
-	return Summary{ID: e.id, Name: e.name.Value(), Team: e.team.Value(), Priority: int(e.priority), State: e.jobState(),
+	return Summary{ID: e.id(), Name: e.name.Value(), Team: e.team.Value(), Priority: int(e.priority), State: e.jobState(),
 		Placement: e.lastPlacement(), CostUSD: e.costAt(now), Progress: e.progress, SubmittedAt: e.submittedAt()}
 }

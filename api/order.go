@@ -4,7 +4,8 @@ import (
 	"iter"
 	"slices"
 	"sort"
-	"strings"
+
+	"github.com/spotwise/spotwise/internal/idmap"
 )
 
 // orderChunk is the most entries one chunk of a jobOrder holds: a change
@@ -23,14 +24,14 @@ type jobOrder struct {
 }
 
 // cmpKey orders jobs by submission time (Unix nanoseconds), then ID.
-func cmpKey(at int64, id string, bt int64, bid string) int {
+func cmpKey(at int64, id idmap.Key, bt int64, bid idmap.Key) int {
 	switch {
 	case at < bt:
 		return -1
 	case at > bt:
 		return 1
 	}
-	return strings.Compare(id, bid)
+	return id.Compare(bid)
 }
 
 // Len is how many entries the order holds.
@@ -38,7 +39,7 @@ func (o *jobOrder) Len() int { return o.n }
 
 // find returns where a job submitted at at with ID id is, or would be: the
 // chunk and the place in it. With no chunk at all it returns (0, 0).
-func (o *jobOrder) find(at int64, id string) (ci, i int, found bool) {
+func (o *jobOrder) find(at int64, id idmap.Key) (ci, i int, found bool) {
 	if len(o.chunks) == 0 {
 		return 0, 0, false
 	}
@@ -47,14 +48,14 @@ func (o *jobOrder) find(at int64, id string) (ci, i int, found bool) {
 	ci = sort.Search(len(o.chunks), func(c int) bool {
 		ch := o.chunks[c]
 		last := ch[len(ch)-1]
-		return cmpKey(last.submitted, last.id, at, id) >= 0
+		return cmpKey(last.submitted, last.key, at, id) >= 0
 	})
 	if ci == len(o.chunks) {
 		ci--
 		return ci, len(o.chunks[ci]), false
 	}
-	i, found = slices.BinarySearchFunc(o.chunks[ci], id, func(e *entry, id string) int {
-		return cmpKey(e.submitted, e.id, at, id)
+	i, found = slices.BinarySearchFunc(o.chunks[ci], id, func(e *entry, id idmap.Key) int {
+		return cmpKey(e.submitted, e.key, at, id)
 	})
 	return ci, i, found
 }
@@ -66,7 +67,7 @@ func (o *jobOrder) insert(e *entry) {
 		return
 	}
 	last := o.chunks[len(o.chunks)-1]
-	if l := last[len(last)-1]; cmpKey(l.submitted, l.id, e.submitted, e.id) < 0 {
+	if l := last[len(last)-1]; cmpKey(l.submitted, l.key, e.submitted, e.key) < 0 {
 		// The newest job: the common case, an append.
 		if len(last) == orderChunk {
 			o.chunks = append(o.chunks, make([]*entry, 0, orderChunk))
@@ -75,7 +76,7 @@ func (o *jobOrder) insert(e *entry) {
 		o.n++
 		return
 	}
-	ci, i, found := o.find(e.submitted, e.id)
+	ci, i, found := o.find(e.submitted, e.key)
 	if found {
 		return
 	}
@@ -94,7 +95,7 @@ func (o *jobOrder) insert(e *entry) {
 }
 
 func (o *jobOrder) remove(e *entry) {
-	ci, i, found := o.find(e.submitted, e.id)
+	ci, i, found := o.find(e.submitted, e.key)
 	if !found || o.chunks[ci][i] != e {
 		return
 	}
@@ -137,7 +138,7 @@ func (o *jobOrder) all() iter.Seq[*entry] {
 // before yields, newest first, the entries ordered before a job submitted
 // at at with ID id (which need not be in the order); every entry when
 // from is false.
-func (o *jobOrder) before(from bool, at int64, id string) iter.Seq[*entry] {
+func (o *jobOrder) before(from bool, at int64, id idmap.Key) iter.Seq[*entry] {
 	return func(yield func(*entry) bool) {
 		if len(o.chunks) == 0 {
 			return

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"github.com/spotwise/spotwise/internal/idmap"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -29,7 +30,7 @@ func TestJobOrderKeepsEveryJobInOrder(t *testing.T) {
 			var o jobOrder
 			var want []*entry
 			newest := int64(1_000)
-			cmp := func(a, b *entry) int { return cmpKey(a.submitted, a.id, b.submitted, b.id) }
+			cmp := func(a, b *entry) int { return cmpKey(a.submitted, a.key, b.submitted, b.key) }
 			for step := range tc.steps {
 				switch {
 				case len(want) > 0 && rng.Float64() < tc.removeAt:
@@ -44,7 +45,7 @@ func TestJobOrderKeepsEveryJobInOrder(t *testing.T) {
 						newest += 1 + rng.Int64N(3)
 						at = newest
 					}
-					e := &entry{id: fmt.Sprintf("j-%06d", rng.IntN(1_000_000)), submitted: at}
+					e := &entry{key: idmap.KeyOf(fmt.Sprintf("j-%06d", rng.IntN(1_000_000))), submitted: at}
 					if _, dup := slices.BinarySearchFunc(want, e, cmp); dup {
 						continue
 					}
@@ -67,12 +68,12 @@ func TestJobOrderKeepsEveryJobInOrder(t *testing.T) {
 				// From a cursor: the job itself (when listed), or a key
 				// between jobs.
 				for range 5 {
-					at, id := rng.Int64N(newest+2), "j-500000"
+					at, id := rng.Int64N(newest+2), idmap.KeyOf("j-500000")
 					if len(want) > 0 && rng.IntN(2) == 0 {
 						c := want[rng.IntN(len(want))]
-						at, id = c.submitted, c.id
+						at, id = c.submitted, c.key
 					}
-					i, _ := slices.BinarySearchFunc(want, &entry{submitted: at, id: id}, cmp)
+					i, _ := slices.BinarySearchFunc(want, &entry{submitted: at, key: id}, cmp)
 					w := slices.Clone(want[:i])
 					slices.Reverse(w)
 					if g := slices.Collect(o.before(true, at, id)); !slices.Equal(g, w) {
@@ -81,7 +82,7 @@ func TestJobOrderKeepsEveryJobInOrder(t *testing.T) {
 				}
 				all := slices.Clone(want)
 				slices.Reverse(all)
-				if g := slices.Collect(o.before(false, 0, "")); !slices.Equal(g, all) {
+				if g := slices.Collect(o.before(false, 0, idmap.Key{})); !slices.Equal(g, all) {
 					t.Fatalf("step %d: newest first lists %d, want %d", step, len(g), len(all))
 				}
 			}
@@ -100,7 +101,7 @@ func TestJobOrderKeepsEveryJobInOrder(t *testing.T) {
 func BenchmarkJobOrderChurnMillion(b *testing.B) {
 	var o jobOrder
 	for i := range 1_000_000 {
-		o.insert(&entry{id: fmt.Sprintf("j-%08d", i), submitted: int64(i)})
+		o.insert(&entry{key: idmap.KeyOf(fmt.Sprintf("j-%08d", i)), submitted: int64(i)})
 	}
 	es := slices.Collect(o.all())
 	rng := rand.New(rand.NewPCG(1, 2))

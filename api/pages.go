@@ -83,7 +83,7 @@ type pageFile struct {
 	// size is what has been written (some of it maybe still in w),
 	// flushed what the file holds.
 	size, flushed int64
-	jobs          *idmap.Map[pageRef]
+	jobs          *idmap.Table[pageRef]
 	garbage       int64
 	// max bounds size: a write past it fails (and the copy stops).
 	max int64
@@ -109,6 +109,20 @@ type pageRef struct {
 	// was loading the store at start, else 2 + seconds since the copy
 	// began (see settledFor).
 	recAt uint32
+	// key is the job's ID, in what would be padding otherwise (64 bytes
+	// in all).
+	key idmap.Key
+}
+
+// MapKey is the ref's key in the file's table (idmap.Keyed).
+func (r pageRef) MapKey() idmap.Key { return r.key }
+
+// get is where a job's entries are (the zero ref when it has none).
+func (f *pageFile) get(k idmap.Key) (pageRef, bool) {
+	if r := f.jobs.Get(k); r != nil {
+		return *r, true
+	}
+	return pageRef{key: k}, false
 }
 
 // recInitial marks a record copied while the store was being loaded.
@@ -119,6 +133,7 @@ type pageChange struct {
 	seq   uint64
 	at    int64
 	id    string
+	key   idmap.Key // id's, when id is not set
 	body  []byte
 	rec   *events.JobChange
 	recAt uint32
@@ -159,7 +174,7 @@ func newPageFile(dir string, maxBytes int64) (*pageFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("job pages: %w", err)
 	}
-	return &pageFile{f: f, w: bufio.NewWriterSize(f, 256<<10), jobs: &idmap.Map[pageRef]{}, max: maxBytes}, nil
+	return &pageFile{f: f, w: bufio.NewWriterSize(f, 256<<10), jobs: &idmap.Table[pageRef]{}, max: maxBytes}, nil
 }
 
 // close releases the file; reads go to the store from then on.
@@ -261,7 +276,7 @@ func (p *pages) unsealed(id string, seq uint64) bool {
 
 // lastSeq is the sequence of the newest event of a job's chain (0: none).
 func (f *pageFile) lastSeq(id string) (uint64, error) {
-	ref, ok := f.jobs.Get(id)
+	ref, ok := f.get(idmap.Lookup(id))
 	if !ok || ref.hist == 0 || ref.events == 0 {
 		return 0, nil
 	}
@@ -306,10 +321,14 @@ func (p *pages) record(c events.JobChange) {
 
 // event appends one event's entry to its job's chain.
 func (f *pageFile) event(c pageChange) error {
-	ref, _ := f.jobs.Get(c.id)
+	k := c.key
+	if k.IsZero() {
+		k = idmap.KeyOf(c.id)
+	}
+	ref, _ := f.get(k)
 	if eventHeader+eventMeta+len(c.body) > maxPageEntry || ref.broken {
 		ref.broken = true
-		f.jobs.Put(c.id, ref)
+		f.jobs.Put(ref)
 		return nil
 	}
 	var head [eventHeader + eventMeta]byte
@@ -325,14 +344,14 @@ func (f *pageFile) event(c pageChange) error {
 	ref.hist, ref.histLen = off+1, uint32(n)
 	ref.events++
 	ref.bytes += uint32(n)
-	f.jobs.Put(c.id, ref) // a key already there stays the record's
+	f.jobs.Put(ref)
 	return nil
 }
 
 // record copies a change of a job's record (see pages.record), made at
 // at (see pageRef.recAt).
 func (f *pageFile) record(c events.JobChange, at uint32) error {
-	ref, known := f.jobs.Get(c.ID)
+	ref, known := f.get(idmap.KeyOf(c.ID))
 	if known && c.Revision <= ref.recRev {
 		return nil
 	}
@@ -340,7 +359,7 @@ func (f *pageFile) record(c events.JobChange, at uint32) error {
 		// Deleted: its history goes with it (the store's retention
 		// purges it too).
 		f.garbage += int64(ref.bytes)
-		f.jobs.Delete(c.ID)
+		f.jobs.Delete(ref.key)
 		return nil
 	}
 	if ref.rec != 0 {
@@ -357,9 +376,7 @@ func (f *pageFile) record(c events.JobChange, at uint32) error {
 		ref.rec, ref.recLen = off+1, uint32(len(c.Raw))
 		ref.bytes += uint32(len(c.Raw))
 	}
-	// Keyed by the record's ID, which the listing index keeps too, not an
-	// event's copy of it.
-	f.jobs.PutKey(c.ID, ref)
+	f.jobs.Put(ref)
 	return nil
 }
 
@@ -415,7 +432,7 @@ func (p *pages) open(id string) (f *pageFile, ref pageRef, ok bool) {
 		return nil, ref, false
 	}
 	f = p.cur
-	ref, _ = f.jobs.Get(id)
+	ref, _ = f.get(idmap.Lookup(id))
 	if ref.broken {
 		return nil, ref, false
 	}
@@ -578,26 +595,26 @@ func (p *pages) compact() {
 		nf, err = newPageFile(p.dir, old.max)
 	}
 	var entries [][]byte
-	for id, ref := range snap.All() {
+	for ref := range snap.All() {
 		if err != nil {
 			break
 		}
 		if ref.broken {
-			nf.jobs.PutKey(id, pageRef{broken: true, recRev: ref.recRev})
+			nf.jobs.Put(pageRef{key: ref.key, broken: true, recRev: ref.recRev})
 			continue
 		}
 		// The job's events, oldest first, each chained again in the new
 		// file; then its record.
 		entries = entries[:0]
-		err = walkChain(old.f, ref, 0, func(_ int, e []byte) error {
+		err = walkChain(old.f, *ref, 0, func(_ int, e []byte) error {
 			entries = append(entries, slices.Clone(e))
 			return nil
 		})
 		for i := len(entries) - 1; i >= 0 && err == nil; i-- {
 			e := entries[i]
-			err = nf.event(pageChange{seq: binary.LittleEndian.Uint64(e[12:]), at: int64(binary.LittleEndian.Uint64(e[20:])), id: id, body: e[eventHeader+eventMeta:]})
+			err = nf.event(pageChange{seq: binary.LittleEndian.Uint64(e[12:]), at: int64(binary.LittleEndian.Uint64(e[20:])), key: ref.key, body: e[eventHeader+eventMeta:]})
 		}
-		r, _ := nf.jobs.Get(id)
+		r, _ := nf.get(ref.key)
 		r.recRev, r.recAt = ref.recRev, ref.recAt
 		if ref.rec != 0 && err == nil {
 			b := make([]byte, ref.recLen)
@@ -607,7 +624,7 @@ func (p *pages) compact() {
 				r.rec, r.recLen, r.bytes = off+1, ref.recLen, r.bytes+ref.recLen
 			}
 		}
-		nf.jobs.PutKey(id, r)
+		nf.jobs.Put(r)
 	}
 
 	p.mu.Lock()

@@ -48,7 +48,7 @@ func (ix *index) removed(ids []string) {
 	defer ix.mu.Unlock()
 	gone := 0
 	for _, id := range ids {
-		if e, ok := ix.byID.Get(id); ok && !e.deleted {
+		if e, ok := ix.get(id); ok && !e.deleted {
 			e.deleted, e.growing = true, nil
 			ix.track(e)
 			gone++
@@ -92,7 +92,7 @@ func (ix *index) expired(r Retention, now time.Time, limit int) []string {
 		default:
 			continue
 		}
-		out = append(out, e.id)
+		out = append(out, e.id())
 	}
 	return out
 }

@@ -1,16 +1,16 @@
-// Package idmap is a map from strings (job IDs) to small values, for the
-// indexes that hold an entry for every job a store has ever had.
+// Package idmap is a table of values found by job ID, for the indexes
+// that hold an entry for every job a store has ever had.
 //
 // A Go map of a million string keys to 48-byte values takes about 140
 // bytes an entry: 64-byte slots, half of them empty after the table last
-// doubled, and it keeps a key's string as last assigned (m[k] = v stores
-// k again), so a map updated from decoded events holds one more copy of
-// each ID than the caller means to keep. Map keeps its entries in 64 KB
-// chunks, each key beside its value, and finds them through a table of
-// 4-byte positions (linear probing, at most three quarters full): a
-// million entries of 48 bytes take about 72 MB. A key is stored when it
-// is inserted and replaced only when asked (PutKey), so a caller can have
-// the map share the string another index keeps.
+// doubled, and each key's string besides (a 16-byte header and 28 bytes
+// in a 32-byte slot). Table keeps its values in 64 KB chunks, each value
+// holding its own job ID as a Key (17 bytes, no pointer), and finds them
+// through a table of 4-byte positions (linear probing, at most three
+// quarters full): an index of a million 112-byte entries takes 112 MB and
+// 8 MB of positions, where a Go map with string keys took over 190 MB.
+// A value's address does not change while it is in the table, so other
+// structures may point at it.
 package idmap
 
 import (
@@ -24,40 +24,40 @@ const (
 	minSlots   = 1024
 )
 
-type item[V any] struct {
-	key string
-	val V
+// Keyed is what a table holds: a value that knows its job's Key.
+type Keyed interface {
+	MapKey() Key
 }
 
-// Map is a map from strings to values of V. The zero Map is empty and
-// ready to use. It is not safe for concurrent use.
-type Map[V any] struct {
+// Table is a set of values of V found by their Key. The zero Table is
+// empty and ready to use. It is not safe for concurrent use.
+type Table[V Keyed] struct {
 	seed maphash.Seed
-	// slots hold 1 + the index of an item, 0 for an empty slot.
+	// slots hold 1 + the index of a value, 0 for an empty slot.
 	slots  []uint32
-	chunks [][]item[V]
-	// used is how many items have been handed out, free those handed
-	// back, n those in the map.
+	chunks [][]V
+	// used is how many values have been handed out, free those handed
+	// back, n those in the table.
 	used uint32
 	free []uint32
 	n    int
 	// hash, when set, replaces maphash (tests: keys that collide).
-	hash func(string) uint64
+	hash func(Key) uint64
 }
 
-func (m *Map[V]) at(i uint32) *item[V] {
+func (m *Table[V]) at(i uint32) *V {
 	return &m.chunks[i>>chunkShift][i&(chunkItems-1)]
 }
 
-func (m *Map[V]) home(key string) int {
+func (m *Table[V]) home(key Key) int {
 	if m.hash != nil {
 		return int(m.hash(key) & uint64(len(m.slots)-1))
 	}
-	return int(maphash.String(m.seed, key) & uint64(len(m.slots)-1))
+	return int(maphash.Comparable(m.seed, key) & uint64(len(m.slots)-1))
 }
 
 // find returns the slot holding key, or the empty slot where it would go.
-func (m *Map[V]) find(key string) (slot int, found bool) {
+func (m *Table[V]) find(key Key) (slot int, found bool) {
 	if len(m.slots) == 0 {
 		return -1, false
 	}
@@ -67,53 +67,54 @@ func (m *Map[V]) find(key string) (slot int, found bool) {
 		if s == 0 {
 			return i, false
 		}
-		if m.at(s-1).key == key {
+		if (*m.at(s - 1)).MapKey() == key {
 			return i, true
 		}
 	}
 }
 
-// Len is the number of keys in the map.
-func (m *Map[V]) Len() int { return m.n }
+// Len is the number of values in the table.
+func (m *Table[V]) Len() int { return m.n }
 
-// Get returns key's value and whether the map has key.
-func (m *Map[V]) Get(key string) (V, bool) {
-	if i, ok := m.find(key); ok {
-		return m.at(m.slots[i] - 1).val, true
+// Get returns the value of key, nil when the table has none. The pointer
+// stays valid until key is deleted.
+func (m *Table[V]) Get(key Key) *V {
+	if key.IsZero() {
+		return nil
 	}
-	var zero V
-	return zero, false
+	if i, ok := m.find(key); ok {
+		return m.at(m.slots[i] - 1)
+	}
+	return nil
 }
 
-// Put sets key's value. A key already in the map keeps the string it was
-// stored with.
-func (m *Map[V]) Put(key string, v V) { m.put(key, v, false) }
-
-// PutKey sets key's value and stores key as the map's string for it, so
-// that the map shares key's memory with whatever else holds it.
-func (m *Map[V]) PutKey(key string, v V) { m.put(key, v, true) }
-
-func (m *Map[V]) put(key string, v V, rekey bool) {
+// Put stores v under its key, in place of the value the table had for it,
+// and returns where it is kept. A value with the zero Key is not stored
+// (nil).
+func (m *Table[V]) Put(v V) *V {
+	key := v.MapKey()
+	if key.IsZero() {
+		return nil
+	}
 	i, ok := m.find(key)
 	if ok {
-		it := m.at(m.slots[i] - 1)
-		it.val = v
-		if rekey {
-			it.key = key
-		}
-		return
+		p := m.at(m.slots[i] - 1)
+		*p = v
+		return p
 	}
 	if (m.n+1)*4 > len(m.slots)*3 {
 		m.grow()
 		i, _ = m.find(key)
 	}
 	idx := m.alloc()
-	*m.at(idx) = item[V]{key: key, val: v}
+	p := m.at(idx)
+	*p = v
 	m.slots[i] = idx + 1
 	m.n++
+	return p
 }
 
-func (m *Map[V]) alloc() uint32 {
+func (m *Table[V]) alloc() uint32 {
 	if n := len(m.free); n > 0 {
 		idx := m.free[n-1]
 		m.free = m.free[:n-1]
@@ -121,15 +122,15 @@ func (m *Map[V]) alloc() uint32 {
 	}
 	idx := m.used
 	if int(idx>>chunkShift) == len(m.chunks) {
-		m.chunks = append(m.chunks, make([]item[V], chunkItems))
+		m.chunks = append(m.chunks, make([]V, chunkItems))
 	}
 	m.used++
 	return idx
 }
 
-// grow doubles the table (or makes the first one) and places every item
+// grow doubles the table (or makes the first one) and places every value
 // again.
-func (m *Map[V]) grow() {
+func (m *Table[V]) grow() {
 	if len(m.slots) == 0 {
 		m.seed = maphash.MakeSeed()
 	}
@@ -140,7 +141,7 @@ func (m *Map[V]) grow() {
 		if s == 0 {
 			continue
 		}
-		i := m.home(m.at(s - 1).key)
+		i := m.home((*m.at(s - 1)).MapKey())
 		for m.slots[i] != 0 {
 			i = (i + 1) & mask
 		}
@@ -148,14 +149,18 @@ func (m *Map[V]) grow() {
 	}
 }
 
-// Delete removes key; it reports whether the map had it.
-func (m *Map[V]) Delete(key string) bool {
+// Delete removes key's value; it reports whether the table had one.
+func (m *Table[V]) Delete(key Key) bool {
+	if key.IsZero() {
+		return false
+	}
 	i, ok := m.find(key)
 	if !ok {
 		return false
 	}
 	idx := m.slots[i] - 1
-	*m.at(idx) = item[V]{}
+	var zero V
+	*m.at(idx) = zero
 	m.free = append(m.free, idx)
 	m.n--
 	// Shift back the items after it that would no longer be found: an
@@ -163,7 +168,7 @@ func (m *Map[V]) Delete(key string) bool {
 	// and j.
 	mask := len(m.slots) - 1
 	for j := (i + 1) & mask; m.slots[j] != 0; j = (j + 1) & mask {
-		h := m.home(m.at(m.slots[j] - 1).key)
+		h := m.home((*m.at(m.slots[j] - 1)).MapKey())
 		// The item at j stays when its home is cyclically in (i, j].
 		if (i <= j && i < h && h <= j) || (j < i && (i < h || h <= j)) {
 			continue
@@ -175,29 +180,28 @@ func (m *Map[V]) Delete(key string) bool {
 	return true
 }
 
-// All yields every key and value, in no particular order. The map must
-// not change during the iteration.
-func (m *Map[V]) All() iter.Seq2[string, V] {
-	return func(yield func(string, V) bool) {
+// All yields every value, in no particular order. The table must not
+// change during the iteration.
+func (m *Table[V]) All() iter.Seq[*V] {
+	return func(yield func(*V) bool) {
 		for _, s := range m.slots {
 			if s == 0 {
 				continue
 			}
-			it := m.at(s - 1)
-			if !yield(it.key, it.val) {
+			if !yield(m.at(s - 1)) {
 				return
 			}
 		}
 	}
 }
 
-// Clone returns a copy of the map that shares nothing with it but the
-// keys' strings.
-func (m *Map[V]) Clone() *Map[V] {
-	c := &Map[V]{seed: m.seed, hash: m.hash, slots: append([]uint32(nil), m.slots...), used: m.used,
-		free: append([]uint32(nil), m.free...), n: m.n, chunks: make([][]item[V], len(m.chunks))}
+// Clone returns a copy of the table that shares nothing with it (but what
+// its values point to).
+func (m *Table[V]) Clone() *Table[V] {
+	c := &Table[V]{seed: m.seed, hash: m.hash, slots: append([]uint32(nil), m.slots...), used: m.used,
+		free: append([]uint32(nil), m.free...), n: m.n, chunks: make([][]V, len(m.chunks))}
 	for i, ch := range m.chunks {
-		c.chunks[i] = append([]item[V](nil), ch...)
+		c.chunks[i] = append([]V(nil), ch...)
 	}
 	return c
 }
