@@ -113,6 +113,63 @@ func TestHTTPSubmitExamples(t *testing.T) {
 	}
 }
 
+// An idempotency key names one job for a day (job.KeyPeriod): a retry an
+// hour later, past midnight, returns it; the key used again a day after
+// makes a new job with an ID of its own (never the first job's, whose
+// launches and charges are named after its ID, even once retention has
+// removed it); a job stored before keys had periods is found by a retry.
+func TestIdempotencyKeyNamesOneJobForADay(t *testing.T) {
+	e := newEnv(t)
+	e.clk.Advance(14*time.Hour + 30*time.Minute) // 23:30 UTC
+	key := map[string]string{"Content-Type": "application/yaml", "Idempotency-Key": "nightly"}
+	submit := func(wantStatus int) api.JobView {
+		t.Helper()
+		r := e.post(spec().Name("nightly").YAML(), key)
+		if r.status != wantStatus {
+			t.Fatalf("submit at %s: %d %s, want %d", e.clk.Now().Format(time.RFC3339), r.status, r.body, wantStatus)
+		}
+		var v api.JobView
+		r.decode(t, &v)
+		return v
+	}
+	first := submit(http.StatusCreated)
+	e.clk.Advance(time.Hour) // 00:30, the next day
+	if again := submit(http.StatusOK); again.ID != first.ID {
+		t.Fatalf("a retry an hour later, past midnight, made %s; want the first job %s", again.ID, first.ID)
+	}
+	e.clk.Advance(23*time.Hour + time.Minute) // a day and a minute after the first
+	second := submit(http.StatusCreated)
+	if second.ID == first.ID || second.ID == job.IDForKey("vision", "nightly") {
+		t.Fatalf("the key used again a day later made %s: an ID used before", second.ID)
+	}
+	if again := submit(http.StatusOK); again.ID != second.ID {
+		t.Fatalf("a retry of the second submission made %s; want %s", again.ID, second.ID)
+	}
+	if keys := e.storedKeys(); len(keys) != 2 || !slices.Contains(keys, first.ID) || !slices.Contains(keys, second.ID) {
+		t.Fatalf("stored %v, want the two jobs %s and %s", keys, first.ID, second.ID)
+	}
+
+	// A job stored under the ID a key named before periods.
+	plain := e.post(spec().Name("legacy").YAML(), map[string]string{"Content-Type": "application/yaml"})
+	var pv api.JobView
+	plain.decode(t, &pv)
+	r, _, err := e.bus.Jobs().Get(t.Context(), pv.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ID, r.Status.IdempotencyKey = job.IDForKey("vision", "old"), "old"
+	if _, err := e.bus.Jobs().Create(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Advance(time.Hour)
+	retry := e.post(spec().Name("legacy").YAML(), map[string]string{"Content-Type": "application/yaml", "Idempotency-Key": "old"})
+	var rv api.JobView
+	retry.decode(t, &rv)
+	if retry.status != http.StatusOK || rv.ID != r.ID {
+		t.Fatalf("a retry of a submission stored before periods: %d, job %s; want 200 and %s", retry.status, rv.ID, r.ID)
+	}
+}
+
 func TestHTTPSubmitIdempotencyKey(t *testing.T) {
 	e := newEnv(t)
 	key := map[string]string{"Content-Type": "application/yaml", "Idempotency-Key": "nightly-2031-03-14"}

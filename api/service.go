@@ -138,8 +138,9 @@ type SubmitResult struct {
 }
 
 // Submit validates a spec (YAML or JSON) and stores it as a queued job.
-// With an idempotency key, a retry of the same submission returns the job
-// the first one created; a different spec under the same key is refused.
+// With an idempotency key, a retry of the same submission within a day
+// (job.KeyPeriod) returns the job the first one created, and a different
+// spec under the same key is refused; later, the key makes a new job.
 // Nothing is stored unless the spec is valid.
 func (s *Service) Submit(ctx context.Context, body []byte, idempotencyKey, via string) (*SubmitResult, error) {
 	res, team, err := s.submit(ctx, body, idempotencyKey, via)
@@ -180,7 +181,15 @@ func (s *Service) submit(ctx context.Context, body []byte, idempotencyKey, via s
 	}
 	id := job.NewID(now)
 	if idempotencyKey != "" {
-		id = job.IDForKey(spec.Team, idempotencyKey)
+		prev, err := s.keyedJob(ctx, spec.Team, idempotencyKey, now)
+		if err != nil {
+			return nil, team, err
+		}
+		if prev != "" {
+			res, err := s.replay(ctx, prev, spec.Hash())
+			return res, team, err
+		}
+		id = job.IDForKeyIn(spec.Team, idempotencyKey, job.KeyPeriodOf(now))
 	}
 	rec := &job.Record{ID: id, Spec: spec, Status: job.Status{
 		State: job.Queued, Message: "waiting for placement", SubmittedAt: now, UpdatedAt: now,
@@ -216,6 +225,26 @@ func (s *Service) submit(ctx context.Context, body []byte, idempotencyKey, via s
 	v := viewOf(rec, now, nil, nil)
 	v.Events = []EventView{{Time: now, Kind: events.KindQueued, State: job.Queued, Message: msg}}
 	return &SubmitResult{Job: v, Created: true}, team, nil
+}
+
+// keyedJob is the job an idempotency key named in the last KeyPeriod, if
+// any, other than the one it names now (which job.IDForKeyIn and the
+// store's create find): the previous period's, or one stored before keys
+// had periods. A key used again after that names a new job with an ID of
+// its own: a job's ID is never used twice, even once retention removed
+// the job, so its launches and charges are never taken for another's.
+func (s *Service) keyedJob(ctx context.Context, team, key string, now time.Time) (string, error) {
+	for _, id := range []string{job.IDForKeyIn(team, key, job.KeyPeriodOf(now)-1), job.IDForKey(team, key)} {
+		r, _, err := s.jobs.Get(ctx, id)
+		switch {
+		case errors.Is(err, events.ErrNotFound):
+		case err != nil:
+			return "", storeError(err)
+		case now.Sub(r.Status.SubmittedAt) < job.KeyPeriod:
+			return id, nil
+		}
+	}
+	return "", nil
 }
 
 // replay answers a retried submission with the job the first one made.

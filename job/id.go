@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -23,8 +24,31 @@ func NewID(now time.Time) string {
 	return "j-" + encode(b)
 }
 
-// IDForKey derives a job ID from a client's idempotency key, so a retried
-// submission finds the job the first one created.
+// KeyPeriod is how long an idempotency key names one job: the job an
+// IDForKeyIn of a period names, found again from the next period (see
+// api.Service.Submit).
+const KeyPeriod = 24 * time.Hour
+
+// KeyPeriodOf is the period (of KeyPeriod, from the Unix epoch) t is in.
+func KeyPeriodOf(t time.Time) int64 { return t.Unix() / int64(KeyPeriod/time.Second) }
+
+// IDForKeyIn derives the ID of the job a client's idempotency key names
+// when submitted in a period (KeyPeriodOf), so a retried submission finds
+// the job the first one created, and a key used again days later names a
+// new job rather than one whose ID (and so whose launches and charges) a
+// job of the same key had before retention removed it.
+func IDForKeyIn(team, key string, period int64) string {
+	// Lengths first: no two (team, key, period) make the same input, nor
+	// one of IDForKey's.
+	in := "v2:" + strconv.Itoa(len(team)) + ":" + team + strconv.Itoa(len(key)) + ":" + key + strconv.FormatInt(period, 10)
+	sum := sha256.Sum256([]byte(in))
+	var b [16]byte
+	copy(b[:], sum[:16])
+	return "j-k" + encode(b)[:25]
+}
+
+// IDForKey is the ID an idempotency key named before keys had periods
+// (IDForKeyIn): a retry finds a job stored then.
 func IDForKey(team, key string) string {
 	sum := sha256.Sum256([]byte(team + "\x00" + key))
 	var b [16]byte

@@ -53,6 +53,31 @@ func TestNewID(t *testing.T) {
 	})
 }
 
+func TestIDForKeyIn(t *testing.T) {
+	a := IDForKeyIn("nlp", "submit-42", 20000)
+	if !ValidID(a) || len(a) != 28 || !strings.HasPrefix(a, "j-k") {
+		t.Errorf("IDForKeyIn = %q: want a valid ID of 28 characters starting j-k", a)
+	}
+	if b := IDForKeyIn("nlp", "submit-42", 20000); b != a {
+		t.Errorf("IDForKeyIn not deterministic: %q then %q", a, b)
+	}
+	for name, other := range map[string]string{
+		"next period":   IDForKeyIn("nlp", "submit-42", 20001),
+		"no period":     IDForKey("nlp", "submit-42"),
+		"other key":     IDForKeyIn("nlp", "submit-43", 20000),
+		"boundary move": IDForKeyIn("nlp-", "submit-42"[1:], 20000),
+		"key as period": IDForKeyIn("nlp", "submit-4", 220000),
+	} {
+		if other == a {
+			t.Errorf("%s: the same ID %q", name, a)
+		}
+	}
+	day := time.Date(2031, 3, 14, 0, 0, 0, 0, time.UTC)
+	if KeyPeriodOf(day) != KeyPeriodOf(day.Add(KeyPeriod-time.Second)) || KeyPeriodOf(day) == KeyPeriodOf(day.Add(-time.Second)) {
+		t.Errorf("periods do not run midnight to midnight UTC")
+	}
+}
+
 func TestIDForKey(t *testing.T) {
 	a := IDForKey("nlp", "submit-42")
 	if !ValidID(a) || len(a) != 28 || !strings.HasPrefix(a, "j-k") {

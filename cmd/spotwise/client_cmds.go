@@ -61,7 +61,7 @@ job. The exit code says how they ended: 0 all succeeded, 2 one failed,
 		},
 	}
 	cf.register(cmd)
-	cmd.Flags().StringVar(&key, "idempotency-key", "", "retrying with the same key returns the job the first submission created; "+
+	cmd.Flags().StringVar(&key, "idempotency-key", "", "retrying with the same key within a day returns the job the first submission created; "+
 		"the Nth spec of a file of several documents gets key <key>-N")
 	cmd.Flags().BoolVar(&wait, "wait", false, "follow the jobs until they end; exit 0 only if all succeeded (2 failed, 3 cancelled, 4 expired, 5 server lost)")
 	return cmd

@@ -21,7 +21,6 @@ import (
 	"github.com/spotwise/spotwise/clock"
 	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/events/eventstest"
-	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/providers/catalog"
 )
 
@@ -353,17 +352,22 @@ func TestSubmitIdempotencyKeyPerDocument(t *testing.T) {
 	if first.err != nil {
 		t.Fatalf("submit: %v\n%s", first.err, first.stderr)
 	}
-	// Each document is its own job, known by its own key.
+	// Each document is its own job, known by its own key (nightly-1,
+	// nightly-2: the IDs the server derives from them for the day).
+	var ids []string
 	for i, name := range []string{"bert", "t5"} {
-		id := job.IDForKey("nlp", fmt.Sprintf("nightly-%d", i+1))
-		want := fmt.Sprintf("%s[%d]: submitted %s (%s): queued", path, i+1, id, name)
-		if !strings.Contains(first.stdout, want) {
-			t.Errorf("stdout:\n%s\nwant a line %q", first.stdout, want)
+		m := regexp.MustCompile(regexp.QuoteMeta(fmt.Sprintf("%s[%d]: submitted ", path, i+1)) + `(j-k\w+) \(` + name + `\): queued`).FindStringSubmatch(first.stdout)
+		if m == nil {
+			t.Fatalf("stdout:\n%s\nwant a line for document %d (%s) submitted as a keyed job", first.stdout, i+1, name)
 		}
+		ids = append(ids, m[1])
+	}
+	if ids[0] == ids[1] {
+		t.Fatalf("both documents submitted as %s", ids[0])
 	}
 	again := a.submit(t, "", path, "--idempotency-key", "nightly")
-	if again.err != nil || strings.Count(again.stdout, ": already submitted ") != 2 {
-		t.Errorf("retry: %v\n%s", again.err, again.stdout)
+	if again.err != nil || strings.Count(again.stdout, ": already submitted ") != 2 || !strings.Contains(again.stdout, ids[0]) || !strings.Contains(again.stdout, ids[1]) {
+		t.Errorf("retry: %v\n%s\nwant both documents already submitted, as %v", again.err, again.stdout, ids)
 	}
 	if got := a.names(t); !slices.Equal(got, []string{"bert", "t5"}) {
 		t.Errorf("stored jobs %q after a retry", got)
