@@ -159,7 +159,17 @@ func (ix *index) start(ctx context.Context, store *events.JobStore) error {
 			ix.apply(c)
 		}
 	}
-	_, err := store.Watch(ctx, apply, func() { once.Do(func() { close(ix.ready) }) })
+	_, err := store.Watch(ctx, apply, func() {
+		once.Do(func() {
+			// The load inserted records in the order the store last
+			// wrote them: their chunks are left part-full.
+			ix.mu.Lock()
+			ix.order.pack()
+			ix.active.pack()
+			ix.mu.Unlock()
+			close(ix.ready)
+		})
+	})
 	return err
 }
 

@@ -108,19 +108,51 @@ func (o *jobOrder) remove(e *entry) {
 	o.chunks[ci] = ch
 }
 
-// deleteFunc takes out every entry del says to.
+// deleteFunc takes out every entry del says to and packs the rest, in
+// place, into full chunks (but the last). Chunks are left part-full by
+// inserts between jobs: a start brings the store's records in the order
+// they were last written, not submitted, and splits chunk after chunk.
 func (o *jobOrder) deleteFunc(del func(*entry) bool) {
-	kept := o.chunks[:0]
-	o.n = 0
-	for _, ch := range o.chunks {
-		if ch = slices.DeleteFunc(ch, del); len(ch) > 0 {
-			kept = append(kept, ch)
-			o.n += len(ch)
+	// The write position (chunk wc, place wi) never passes the read
+	// position: a chunk is written only once it has been read, or at or
+	// before the place being read.
+	wc, wi := 0, 0
+	for rc := range o.chunks {
+		ch := o.chunks[rc]
+		for _, e := range ch {
+			if del(e) {
+				continue
+			}
+			if wi == orderChunk {
+				wc, wi = wc+1, 0
+			}
+			dst := o.chunks[wc]
+			if wi >= len(dst) {
+				if wi >= cap(dst) { // every chunk is made with room for orderChunk
+					dst = append(make([]*entry, 0, orderChunk), dst...)
+				}
+				dst = dst[:wi+1]
+			}
+			dst[wi] = e
+			o.chunks[wc] = dst
+			wi++
 		}
 	}
-	clear(o.chunks[len(kept):])
-	o.chunks = kept
+	if wi == 0 {
+		clear(o.chunks)
+		o.chunks, o.n = nil, 0
+		return
+	}
+	last := o.chunks[wc]
+	clear(last[wi:len(last)])
+	o.chunks[wc] = last[:wi]
+	clear(o.chunks[wc+1:])
+	o.chunks = o.chunks[:wc+1]
+	o.n = wc*orderChunk + wi
 }
+
+// pack packs the entries into full chunks (see deleteFunc).
+func (o *jobOrder) pack() { o.deleteFunc(func(*entry) bool { return false }) }
 
 // all yields the entries oldest first.
 func (o *jobOrder) all() iter.Seq[*entry] {

@@ -86,10 +86,38 @@ func TestJobOrderKeepsEveryJobInOrder(t *testing.T) {
 					t.Fatalf("step %d: newest first lists %d, want %d", step, len(g), len(all))
 				}
 			}
+			packed := func(when string) {
+				t.Helper()
+				if got := slices.Collect(o.all()); o.Len() != len(want) || !slices.Equal(got, want) {
+					t.Fatalf("after %s: %d (Len %d), want %d", when, len(got), o.Len(), len(want))
+				}
+				for i, ch := range o.chunks {
+					if len(ch) == 0 || (len(ch) < orderChunk && i < len(o.chunks)-1) {
+						t.Fatalf("after %s: chunk %d of %d holds %d entries", when, i, len(o.chunks), len(ch))
+					}
+				}
+			}
+			o.pack()
+			packed("pack")
 			o.deleteFunc(func(e *entry) bool { return e.submitted%2 == 0 })
 			want = slices.DeleteFunc(want, func(e *entry) bool { return e.submitted%2 == 0 })
+			packed("deleteFunc")
+			// Still an order: inserts and removals go on working.
+			for i := range 300 {
+				e := &entry{key: idmap.KeyOf(fmt.Sprintf("j-%07d", i)), submitted: int64(i * 7)}
+				if _, dup := slices.BinarySearchFunc(want, e, cmp); dup {
+					continue
+				}
+				o.insert(e)
+				want = append(want, e)
+				slices.SortFunc(want, cmp)
+			}
 			if got := slices.Collect(o.all()); o.Len() != len(want) || !slices.Equal(got, want) {
-				t.Fatalf("after deleteFunc: %d (Len %d), want %d", len(got), o.Len(), len(want))
+				t.Fatalf("inserts after a pack: %d (Len %d), want %d", len(got), o.Len(), len(want))
+			}
+			o.deleteFunc(func(*entry) bool { return true })
+			if o.Len() != 0 || len(o.chunks) != 0 {
+				t.Fatalf("after deleting all: Len %d, %d chunks", o.Len(), len(o.chunks))
 			}
 		})
 	}
