@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/spotwise/spotwise/events"
@@ -86,10 +87,7 @@ func (s *Server) Readiness(ctx context.Context) Readiness {
 	defer cancel()
 	rd := Readiness{Status: "ready", Role: RoleUnknown}
 	nc := s.bus.Conn()
-	conn := Check{Name: "nats", OK: nc.IsConnected()}
-	if !conn.OK {
-		conn.Error = "the NATS connection is " + nc.Status().String()
-	}
+	conn := connCheck(nc)
 	// The others ask NATS; with no connection they would only wait.
 	checks := []func(context.Context) Check{s.checkRole}
 	js, err := jetstream.New(nc)
@@ -115,6 +113,11 @@ func (s *Server) Readiness(ctx context.Context) Readiness {
 		wg.Go(func() { rd.Checks[i+1] = c(ctx) })
 	}
 	wg.Wait()
+	if rd.Checks[0].OK {
+		// The connection may have gone while the others waited on it:
+		// say so rather than blame what answered no longer.
+		rd.Checks[0] = connCheck(nc)
+	}
 	for _, c := range rd.Checks {
 		if c.Name == "scheduler" && c.OK {
 			rd.Role = s.role()
@@ -124,6 +127,15 @@ func (s *Server) Readiness(ctx context.Context) Readiness {
 		}
 	}
 	return rd
+}
+
+// connCheck says whether the NATS connection is up, and if not, how it is.
+func connCheck(nc *nats.Conn) Check {
+	c := Check{Name: "nats", OK: nc.IsConnected()}
+	if !c.OK {
+		c.Error = "the NATS connection is " + nc.Status().String()
+	}
+	return c
 }
 
 func checkOf(name string, err error) Check {
