@@ -52,8 +52,12 @@ import (
 // those, how long the API's copy of job pages took to catch up (a replay
 // of every job's events, see api/pages.go) with the highest RSS until
 // then, how long one cost report over every charge takes, and the
-// process's RSS while serving (and, with SPOTWISE_SETTLE_LONG, once NATS
-// has dropped what the start loaded: settled-rss-MB).
+// process's RSS while serving: the highest while the readers ran, read
+// from /proc with nothing forced, what ps shows (rss-MB; and at their end,
+// serving-end-rss-MB), and then the
+// floor, after a forced collection has handed every free page back
+// (collected-rss-MB; with SPOTWISE_SETTLE_LONG, also once NATS has dropped
+// what the start loaded: settled-rss-MB).
 // SPOTWISE_BENCH_FINISHED sets the number of jobs (default 1,000,000);
 // SPOTWISE_BENCH_NO_PAGE_COPY keeps no copy of job pages and
 // SPOTWISE_BENCH_NO_LEDGER_COPY the ledger view's charges in memory (to
@@ -158,12 +162,17 @@ func BenchmarkFinished1M(b *testing.B) {
 		if i > 0 {
 			continue // one run, whatever -benchtime asks for
 		}
+		serving := watchRSS()
 		lat, _, failed := poll(100, time.Duration(seconds)*time.Second, list)
 		reportLatency(b, lat, "list-")
 		b.ReportMetric(float64(failed), "list-failed")
 		lat, _, failed = poll(100, time.Duration(seconds)*time.Second, get)
 		reportLatency(b, lat, "get-")
 		b.ReportMetric(float64(failed), "get-failed")
+		// What ps shows while the readers run: nothing forced. The
+		// highest, and at their end.
+		b.ReportMetric(serving(), "rss-MB")
+		b.ReportMetric(rssMB(), "serving-end-rss-MB")
 		// Every page read shows the whole history, sealed or not: the
 		// oldest jobs', the newest (not sealed yet), some between.
 		for _, id := range []string{sample[0], sample[len(sample)/2], sample[len(sample)-1]} {
@@ -196,8 +205,10 @@ func BenchmarkFinished1M(b *testing.B) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MB")
+	b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "live-MB")
+	// The floor: a collection forced and every free page handed back.
 	debug.FreeOSMemory()
-	b.ReportMetric(rssMB(), "rss-MB")
+	b.ReportMetric(rssMB(), "collected-rss-MB")
 	b.Log(memBreakdown())
 	if os.Getenv("SPOTWISE_BENCH_UNSEALED") != "" {
 		// A store from before sealing: how long the server takes to seal
