@@ -173,6 +173,10 @@ type Scheduler struct {
 	log  *zap.Logger
 	book *book
 
+	// lastListed is the clock's time at the start of the last listing
+	// of instances that succeeded (under recMu; see listedSince).
+	lastListed time.Time
+
 	mu    sync.Mutex
 	index map[string]*entry
 	// entries holds the index's entries in chunks (see internal/slab).

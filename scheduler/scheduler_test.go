@@ -715,3 +715,61 @@ func TestMeasuredSpeedCorrectsEstimates(t *testing.T) {
 		t.Fatalf("estimate %s after a run at twice the speed, want about %s (was %s)", after, want, before)
 	}
 }
+
+// gatedLister holds the scheduler's listings of instances, after the
+// first, until the test lets the next one through.
+type gatedLister struct {
+	*sim.Cloud
+	calls atomic.Int32
+	gate  chan struct{}
+}
+
+func (g *gatedLister) InstancesSince(ctx context.Context, since time.Time) ([]providers.Instance, error) {
+	if g.calls.Add(1) > 1 {
+		select {
+		case <-g.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return g.Cloud.InstancesSince(ctx, since)
+}
+
+// An orphan that ends between two rounds of reconciliation is billed as
+// overhead by the second, however long after the first it comes: the
+// listing asks for the ends since an hour before the last one, not only
+// for the last hour (on the simulated cloud at 3600x an hour passes in a
+// second, and CI's rounds can be seconds apart).
+func TestOrphanEndedBetweenDistantRoundsIsStillOverhead(t *testing.T) {
+	g := &gatedLister{gate: make(chan struct{})}
+	r := newRig(t, rigOpt{noScheduler: true, provider: func(c *sim.Cloud) providers.Provider {
+		g.Cloud = c
+		return g
+	}})
+	stray, err := r.cloud.Launch(r.ctx, providers.LaunchRequest{IdempotencyKey: "no-such-job", Offer: cheapestT4(t, r.cloud), Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.clk.Advance(30 * time.Minute)
+	r.start(t)
+	// The first round finds it live and terminates it.
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		all, _ := r.cloud.Instances(r.ctx)
+		for _, in := range all {
+			if in.ID == stray[0].ID && !in.State.Ended() {
+				return fmt.Errorf("instance %s still %s", in.ID, in.State)
+			}
+		}
+		return nil
+	})
+	// Two hours pass before the next round lists.
+	r.clk.Advance(2 * scheduler.ListedEnded)
+	close(g.gate)
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		msgs, err := r.bus.LedgerSubject(r.ctx, events.LedgerOverheadSubject("overhead/"+stray[0].ID))
+		if err != nil || len(msgs) != 1 {
+			return fmt.Errorf("overhead of %s: %d entries (%v)", stray[0].ID, len(msgs), err)
+		}
+		return nil
+	})
+}
