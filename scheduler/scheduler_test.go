@@ -400,12 +400,20 @@ type gatedLaunches struct {
 
 func (g *gatedLaunches) Launch(ctx context.Context, req providers.LaunchRequest) ([]providers.Instance, error) {
 	g.waiting.Add(1)
-	select {
-	case <-g.gate:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := through(ctx, g.gate); err != nil {
+		return nil, err
 	}
 	return g.Cloud.Launch(ctx, req)
+}
+
+// through waits until gate is closed or ctx is done.
+func through(ctx context.Context, gate <-chan struct{}) error {
+	select {
+	case <-gate:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // A launch stuck in the cloud does not hold up the next job's placement:
@@ -624,15 +632,7 @@ func TestOrphanedInstanceIsTerminated(t *testing.T) {
 	}
 	r.clk.Advance(30 * time.Minute)
 	r.start(t)
-	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-		all, _ := r.cloud.Instances(r.ctx)
-		for _, in := range all {
-			if (in.ID == insts[0].ID || in.ID == stray[0].ID) && !in.State.Ended() {
-				return fmt.Errorf("instance %s still %s", in.ID, in.State)
-			}
-		}
-		return nil
-	})
+	r.waitEnded(t, insts[0].ID, stray[0].ID)
 	// Their half hour is overhead in the cost ledger, once each, as the
 	// cloud bills it, however many rounds see them.
 	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
@@ -726,10 +726,8 @@ type gatedLister struct {
 
 func (g *gatedLister) InstancesSince(ctx context.Context, since time.Time) ([]providers.Instance, error) {
 	if g.calls.Add(1) > 1 {
-		select {
-		case <-g.gate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if err := through(ctx, g.gate); err != nil {
+			return nil, err
 		}
 	}
 	return g.Cloud.InstancesSince(ctx, since)
@@ -753,15 +751,7 @@ func TestOrphanEndedBetweenDistantRoundsIsStillOverhead(t *testing.T) {
 	r.clk.Advance(30 * time.Minute)
 	r.start(t)
 	// The first round finds it live and terminates it.
-	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-		all, _ := r.cloud.Instances(r.ctx)
-		for _, in := range all {
-			if in.ID == stray[0].ID && !in.State.Ended() {
-				return fmt.Errorf("instance %s still %s", in.ID, in.State)
-			}
-		}
-		return nil
-	})
+	r.waitEnded(t, stray[0].ID)
 	// Two hours pass before the next round lists.
 	r.clk.Advance(2 * scheduler.ListedEnded)
 	close(g.gate)
@@ -769,6 +759,20 @@ func TestOrphanEndedBetweenDistantRoundsIsStillOverhead(t *testing.T) {
 		msgs, err := r.bus.LedgerSubject(r.ctx, events.LedgerOverheadSubject("overhead/"+stray[0].ID))
 		if err != nil || len(msgs) != 1 {
 			return fmt.Errorf("overhead of %s: %d entries (%v)", stray[0].ID, len(msgs), err)
+		}
+		return nil
+	})
+}
+
+// waitEnded waits until the cloud says each of the instances ended.
+func (r *rig) waitEnded(t testing.TB, ids ...string) {
+	t.Helper()
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		all, _ := r.cloud.Instances(r.ctx)
+		for _, in := range all {
+			if slices.Contains(ids, in.ID) && !in.State.Ended() {
+				return fmt.Errorf("instance %s still %s", in.ID, in.State)
+			}
 		}
 		return nil
 	})
