@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unique"
 
@@ -26,6 +27,8 @@ import (
 // finished, and a finished job's listing never changes.
 type index struct {
 	mu sync.RWMutex
+	// changes counts the changes to the bucket seen (Service.Changes).
+	changes atomic.Uint64
 	// byID holds the entries, found by their job's ID (see internal/idmap:
 	// about 8 bytes a job besides the entry, where a Go map of the IDs'
 	// strings took 50-60 and the strings 32 more).
@@ -192,6 +195,7 @@ func (ix *index) enlist(e *entry) {
 // apply records one change to the bucket, unless the index has already
 // seen a newer one for the job.
 func (ix *index) apply(c events.JobChange) {
+	ix.changes.Add(1)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	e, ok := ix.get(c.ID)

@@ -46,6 +46,25 @@ type Service struct {
 	maxFollows int
 }
 
+// Changes counts the changes to the jobs' records this service has seen
+// since it started (its listing index's view of the bucket, its first
+// reading of it included): how busy the jobs are, for whoever tunes the
+// process to it.
+func (s *Service) Changes() uint64 { return s.ix.changes.Load() }
+
+// FinishedAt is, as far as the service's view of the bucket has got, when
+// a job finished: zero while it has not; known is false for a job the
+// view does not hold (not seen yet, or removed).
+func (s *Service) FinishedAt(id string) (finished time.Time, known bool) {
+	s.ix.mu.RLock()
+	defer s.ix.mu.RUnlock()
+	e, ok := s.ix.get(id)
+	if !ok || e.deleted {
+		return time.Time{}, false
+	}
+	return e.finishedAt(), true
+}
+
 // NewService returns the job API over a bus; vocab is what specs are
 // validated against (the catalog).
 func NewService(bus *events.Bus, vocab job.Vocabulary, clk clock.Clock, log *zap.Logger) *Service {

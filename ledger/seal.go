@@ -180,6 +180,23 @@ type Sealer struct {
 	// histories (Histories).
 	hoffset       int
 	HistoriesLeft atomic.Int64
+	// FinishedAt, when set, is a view of the jobs kept in memory: when a
+	// job finished (zero while it has not), and whether the view holds
+	// it. A job it holds as not finished, or finished less than SealAfter
+	// ago, is passed over without reading its record (a round over a
+	// store of 100,000 queued jobs reads none); one it does not hold, or
+	// holds as due, is read and checked as always. A view that lags only
+	// leaves a job for a later round.
+	FinishedAt func(id string) (time.Time, bool)
+}
+
+// notDue reports whether the view says a job is not due yet.
+func (s *Sealer) notDue(id string, now time.Time) bool {
+	if s.FinishedAt == nil {
+		return false
+	}
+	at, known := s.FinishedAt(id)
+	return known && (at.IsZero() || now.Sub(at) < SealAfter)
 }
 
 // NewSealer returns a sealer over bus.
@@ -225,6 +242,10 @@ func (s *Sealer) round(ctx context.Context, limit int, list func(context.Context
 	for _, id := range ids {
 		if n >= limit {
 			break // the rest of the page: the next round goes on from here
+		}
+		if s.notDue(id, now) {
+			kept++
+			continue
 		}
 		sealed, err := seal(id, now, written-1)
 		if err != nil {

@@ -399,3 +399,41 @@ func TestSealerSealsFinishedHistories(t *testing.T) {
 		t.Fatalf("the history sealed twice: %d events, %v", len(got), err)
 	}
 }
+
+// A sealer given a view of the jobs passes over, without reading their
+// records, the jobs it holds as not finished or finished too recently
+// (a round over a large queue reads none): here the view lags the
+// bucket, so jobs whose records are due wait for it; jobs it does not
+// hold are read and sealed as always.
+func TestSealerPassesOverJobsItsViewHoldsAsNotDue(t *testing.T) {
+	g := newSealRig(t)
+	var ids []string
+	for i := range 3 {
+		r := finishedRecord()
+		r.ID = job.NewID(at(i))
+		g.saveCursor(g.put(r))
+		ids = append(ids, r.ID)
+	}
+	g.clk.Set(at(75).Add(ledger.SealAfter + time.Minute))
+	lagging, recent := ids[0], ids[1] // ids[2]: not in the view
+	view := map[string]time.Time{lagging: {}, recent: g.clk.Now().Add(-time.Minute)}
+	s := ledger.NewSealer(g.bus, g.clk, eventstest.Logger(t))
+	s.FinishedAt = func(id string) (time.Time, bool) {
+		at, ok := view[id]
+		return at, ok
+	}
+	if n, err := s.Round(g.ctx, 100); err != nil || n != 1 {
+		t.Fatalf("sealed %d (%v), want only the job the view does not hold", n, err)
+	}
+	want := []string{lagging, recent}
+	slices.Sort(want)
+	if got := ledgerJobs(t, g.bus); !slices.Equal(got, want) {
+		t.Fatalf("left on their own subjects %v, want %v", got, want)
+	}
+	// The view catches up: both are due.
+	view[lagging] = at(1)
+	view[recent] = at(1)
+	if n, err := s.Round(g.ctx, 100); err != nil || n != 2 || len(ledgerJobs(t, g.bus)) != 0 {
+		t.Fatalf("once the view caught up: sealed %d (%v), left %v", n, err, ledgerJobs(t, g.bus))
+	}
+}

@@ -51,6 +51,7 @@ then SPOTWISE_* environment variables, then flags.`,
 				return server.DryRun(cmd.Context(), merged, cmd.OutOrStdout(), log)
 			}
 			server.SetMemoryLimit(log)
+			server.TuneGC(log)
 			s, err := server.Start(cmd.Context(), merged, log, server.WithVersion(version))
 			if err != nil {
 				return err

@@ -730,7 +730,10 @@ func rssMB() float64 {
 // (runtime/debug.WriteHeapDump: every object with its address and size,
 // which is what says how full the heap's pages are, size class by size
 // class: the gap between the heap in use and the live objects; `go run
-// ./internal/heapclasses f` adds it up).
+// ./internal/heapclasses f` adds it up); SPOTWISE_ALLOC_PROFILE=f heap
+// profiles at the start and the end of the two quiet minutes (f.before,
+// f.after: `go tool pprof -sample_index=alloc_space -diff_base f.before
+// f.after` is what the quiet server allocated).
 func BenchmarkMemory100kQueuedJobs(b *testing.B) {
 	if alone(b) {
 		return
@@ -751,7 +754,9 @@ func BenchmarkMemory100kQueuedJobs(b *testing.B) {
 		// Then the server is left alone, nothing forced, for two
 		// minutes: what ps shows on a quiet server holding the queue,
 		// the figure the target is for.
+		writeProfile(os.Getenv("SPOTWISE_ALLOC_PROFILE") + ".before")
 		b.ReportMetric(quietRSS(2*time.Minute), "rss-MB")
+		writeProfile(os.Getenv("SPOTWISE_ALLOC_PROFILE") + ".after")
 		quiet := memBreakdown()
 		heap := func() float64 {
 			runtime.GC()
@@ -791,5 +796,17 @@ func BenchmarkMemory100kQueuedJobs(b *testing.B) {
 		}
 		fmt.Printf("queued %d, heap in use %.0f MB (%.0f MB settled), last cycle %s; quiet: %s; collected: %s\n", schedStats(s).Queued, busy, settled, schedStats(s).LastCycle, quiet, memBreakdown())
 		s.Close()
+	}
+}
+
+// writeProfile writes a heap profile to path unless path is just a suffix
+// (the variable naming it was not set).
+func writeProfile(path string) {
+	if strings.HasPrefix(path, ".") {
+		return
+	}
+	if f, err := os.Create(path); err == nil {
+		_ = pprof.WriteHeapProfile(f)
+		f.Close()
 	}
 }

@@ -75,6 +75,7 @@ const sealBatch = 100_000
 // still) to have stopped.
 func (s *Server) sealLedger(ctx context.Context) {
 	sealer := ledger.NewSealer(s.bus, s.clock, s.log.Named("ledger"))
+	sealer.FinishedAt = s.api.FinishedAt
 	every(ctx, max(2*s.bus.LeaseTTL(), time.Second), func() time.Duration {
 		// what was sealed: counted, with what is left (when the round
 		// got through), and logged.

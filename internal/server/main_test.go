@@ -1,11 +1,14 @@
 package server
 
 import (
+	"flag"
 	"os"
 	"os/signal"
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // TestMain lets this package's test binary stand in for `spotwise agent`:
@@ -13,7 +16,8 @@ import (
 // its own (sim.agent: subprocess) starts its own executable with "agent".
 // That stand-in runs nothing and reports nothing; it waits to be stopped
 // (as the instance ends), and gives up after two minutes should the test
-// that started it be gone.
+// that started it be gone. Benchmarks run with the collector tuned as
+// `spotwise server` tunes it (TuneGC).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "agent" {
 		stop := make(chan os.Signal, 1)
@@ -23,6 +27,10 @@ func TestMain(m *testing.M) {
 		case <-time.After(2 * time.Minute):
 		}
 		os.Exit(0)
+	}
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+		TuneGC(zap.NewNop())
 	}
 	os.Exit(m.Run())
 }

@@ -42,6 +42,7 @@ type Server struct {
 	bus         *events.Bus
 	clock       clock.Clock
 	api         *api.Service
+	uncount     func() // stops TuneGC counting this server's job changes
 	checkpoints checkpoint.Store
 	lease       *events.Lease
 	metrics     *scheduler.Metrics
@@ -123,6 +124,7 @@ func (s *Server) start(ctx, rctx context.Context) error {
 		return err
 	}
 	s.api = api.NewService(bus, cat, s.clock, s.log.Named("api")).WithAuth(authn).WithBudgets(teamBudgets(cfg.Teams))
+	s.uncount = countActivity(s.api.Changes) // how busy the jobs are, for TuneGC
 	// The local copy of job pages lives beside the embedded store when
 	// there is one (with an external NATS and no data directory, in the
 	// temporary directory).
@@ -530,6 +532,9 @@ func (s *Server) Close() {
 		}
 		if s.bus != nil {
 			s.bus.Close()
+		}
+		if s.uncount != nil {
+			s.uncount()
 		}
 		s.dirLock.release()
 	})

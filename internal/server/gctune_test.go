@@ -1,0 +1,112 @@
+package server
+
+import (
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+func TestGCPercentFor(t *testing.T) {
+	const mib = 1 << 20
+	for _, tt := range []struct {
+		live  uint64
+		quiet bool
+		want  int
+	}{
+		{0, true, 100},
+		{10 * mib, true, 100},  // small heaps keep Go's default
+		{64 * mib, true, 100},  // the minimum headroom is as much as is live
+		{128 * mib, true, 50},  // 64 MiB of headroom
+		{200 * mib, true, 32},  // still 64 MiB
+		{256 * mib, true, 25},  // from here a quarter of what is live
+		{4096 * mib, true, 25}, // however large
+		{4096 * mib, false, 100},
+		{128 * mib, false, 100}, // busy: Go's default
+	} {
+		if got := gcPercentFor(tt.live, tt.quiet); got != tt.want {
+			t.Errorf("gcPercentFor(%d MiB, quiet %v) = %d, want %d", tt.live/mib, tt.quiet, got, tt.want)
+		}
+	}
+}
+
+// The jobs are quiet while their records changed fewer than busyChanges
+// times in the last quietSpan's readings.
+func TestQuietness(t *testing.T) {
+	const ticks = 10
+	for _, tt := range []struct {
+		name      string
+		readings  []uint64 // one a tick
+		want      bool
+		quietRuns int
+	}{
+		{"nothing changes", []uint64{5, 5, 5, 5}, true, 4},
+		{"a few changes", []uint64{0, 3, 6, 9}, true, 4},
+		{"ten in the window", []uint64{0, 3, 6, 10}, false, 0},
+		{"a burst, then quiet for less than the window", []uint64{0, 100, 100, 100, 100}, false, 0},
+		{"a burst out of the window", []uint64{0, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100}, true, 2},
+		{"a counter that went back (a server gone)", []uint64{50, 50, 20, 20}, false, 0},
+		{"one change a second", []uint64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, false, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var q quietness
+			var got bool
+			for _, r := range tt.readings {
+				got = q.observe(r, ticks)
+			}
+			if got != tt.want || q.quiet != tt.quietRuns {
+				t.Errorf("quiet %v for %d ticks, want %v for %d", got, q.quiet, tt.want, tt.quietRuns)
+			}
+		})
+	}
+}
+
+// gogc reads the collector's percentage as the runtime has it.
+func gogc() uint64 {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// With a large heap live and the jobs quiet the tuner lowers the
+// percentage after a collection; once jobs change at more than one a
+// second it puts Go's default back, whatever is live.
+func TestTuneGCFollowsTheLiveHeapWhileQuiet(t *testing.T) {
+	t.Setenv("GOGC", "") // restored after the test
+	os.Unsetenv("GOGC")
+	if tuning.Load() {
+		t.Skip("a tuner already runs in this process")
+	}
+	if !TuneGC(zap.NewNop()) {
+		t.Fatal("TuneGC did not tune with GOGC unset")
+	}
+	t.Cleanup(stopTuningGC)
+	waitFor := func(want uint64) {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); gogc() != want; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("GOGC %d, want %d", gogc(), want)
+			}
+			runtime.GC()
+		}
+	}
+	big := make([]byte, 512<<20) // a quarter of it is more than 64 MiB
+	waitFor(25)
+	// Jobs change: a hundred changes at every reading.
+	var changes atomic.Uint64
+	defer countActivity(func() uint64 { return changes.Add(100) })()
+	waitFor(100)
+	runtime.KeepAlive(big)
+}
+
+// GOGC in the environment is the operator's: the tuner leaves it.
+func TestTuneGCLeavesGOGC(t *testing.T) {
+	t.Setenv("GOGC", "100")
+	if TuneGC(zap.NewNop()) {
+		t.Fatal("TuneGC tuned with GOGC set")
+	}
+}
