@@ -55,6 +55,11 @@ type rig struct {
 
 type rigOpt struct {
 	noFeed, noScheduler bool
+	// asyncFeed publishes the cloud's events as the server's feed does,
+	// none waiting for the one before to be stored (benchmarks: a storm
+	// of notices is not queued behind acknowledgements); settle may then
+	// miss an event on its way.
+	asyncFeed bool
 	// workload runs jobs with the simulated agent (progress, checkpoints
 	// into a local store, the scheduler's requests).
 	workload bool
@@ -148,7 +153,11 @@ func newRig(t testing.TB, o rigOpt) *rig {
 		r.running.Add(1)
 		go func() {
 			defer r.running.Done()
-			_ = feed(ctx, bus, cloud)
+			if o.asyncFeed {
+				_ = feedAsync(ctx, bus, cloud)
+			} else {
+				_ = feed(ctx, bus, cloud)
+			}
 		}()
 	}
 	if !o.noScheduler {
@@ -166,6 +175,16 @@ func feed(ctx context.Context, bus *events.Bus, cloud providers.Provider) error 
 	return cloud.Watch(ctx, func(ev providers.Event) {
 		if subject, p, id, ok := events.FeedMessage(ev, "sim"); ok {
 			_ = bus.Publish(ctx, subject, p, events.WithID(id))
+		}
+	})
+}
+
+// feedAsync is feed as the server runs it (internal/server's runFeed):
+// each event published without waiting for the one before to be stored.
+func feedAsync(ctx context.Context, bus *events.Bus, cloud providers.Provider) error {
+	return cloud.Watch(ctx, func(ev providers.Event) {
+		if subject, p, id, ok := events.FeedMessage(ev, "sim"); ok {
+			bus.PublishAsync(subject, p, func(error) {}, events.WithID(id))
 		}
 	})
 }
