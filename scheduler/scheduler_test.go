@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,9 +49,10 @@ type rig struct {
 	running sync.WaitGroup
 	teams   map[string]scheduler.TeamLimits
 	spend   func(team string, since time.Time) money.Micros
-	// workers and provider are rigOpt's.
-	workers  int
-	provider func(*sim.Cloud) providers.Provider
+	// workers, provider and reconcile are rigOpt's.
+	workers   int
+	provider  func(*sim.Cloud) providers.Provider
+	reconcile time.Duration
 }
 
 type rigOpt struct {
@@ -60,6 +62,9 @@ type rigOpt struct {
 	// of notices is not queued behind acknowledgements); settle may then
 	// miss an event on its way.
 	asyncFeed bool
+	// reconcile is the wall time between the scheduler's reconciliations
+	// (default 100ms, for the tests' sake; the server's default is 15s).
+	reconcile time.Duration
 	// workload runs jobs with the simulated agent (progress, checkpoints
 	// into a local store, the scheduler's requests).
 	workload bool
@@ -116,7 +121,7 @@ func newRig(t testing.TB, o rigOpt) *rig {
 	t.Cleanup(bus.Close)
 	cat := catalog.Default()
 	r := &rig{bus: bus, clk: clk, ctx: ctx, dir: t.TempDir(), arb: o.arbitrage, log: log, teams: o.teams, spend: o.spend,
-		workers: o.workers, provider: o.provider}
+		workers: o.workers, provider: o.provider, reconcile: cmp.Or(o.reconcile, 100*time.Millisecond)}
 	var runner sim.Runner
 	if o.workload {
 		st, err := checkpoint.Open(ctx, "file://"+r.dir, checkpoint.WithClock(clk))
@@ -200,7 +205,7 @@ func (r *rig) start(t testing.TB) {
 		cloud = r.provider(r.cloud)
 	}
 	r.s = scheduler.New(r.bus, scheduler.Options{Clock: r.clk, Log: r.log, Clouds: map[string]providers.Provider{"aws": cloud}, Workers: r.workers,
-		Throughput: cat, Geography: cat.GeographyOf, ReconcileInterval: 100 * time.Millisecond, PolicyInterval: 5 * time.Minute, Debounce: time.Millisecond,
+		Throughput: cat, Geography: cat.GeographyOf, ReconcileInterval: r.reconcile, PolicyInterval: 5 * time.Minute, Debounce: time.Millisecond,
 		Arbitrage: r.arb, CheckpointRoot: root, Teams: r.teams, Spend: r.spend})
 	r.running.Add(1)
 	go func() {
