@@ -669,8 +669,8 @@ func memBreakdown() string {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	mb := func(v uint64) float64 { return float64(v) / (1 << 20) }
-	return fmt.Sprintf("rss %.0f MB (%.0f MB of it mapped from files: the binary's code and data): heap in use %.0f MB (live objects %.0f MB), idle not released %.0f MB, stacks %.0f MB (%d goroutines), GC metadata %.0f MB, spans %.0f MB, other %.0f MB",
-		rssMB(), fileRSSMB(), mb(ms.HeapInuse), mb(ms.HeapAlloc), mb(ms.HeapIdle-ms.HeapReleased), mb(ms.StackSys), runtime.NumGoroutine(), mb(ms.GCSys), mb(ms.MSpanSys), mb(ms.OtherSys+ms.BuckHashSys+ms.MCacheSys))
+	return fmt.Sprintf("rss %.0f MB (%.0f MB of it mapped from files: the binary's code and data): heap in use %.0f MB (live objects %.0f MB), idle not released %.0f MB, stacks %.0f MB (%d goroutines), GC metadata %.0f MB, spans %.0f MB, other %.0f MB; GOGC %d, %d collections",
+		rssMB(), fileRSSMB(), mb(ms.HeapInuse), mb(ms.HeapAlloc), mb(ms.HeapIdle-ms.HeapReleased), mb(ms.StackSys), runtime.NumGoroutine(), mb(ms.GCSys), mb(ms.MSpanSys), mb(ms.OtherSys+ms.BuckHashSys+ms.MCacheSys), gogc(), ms.NumGC)
 }
 
 // fileRSSMB is the part of the resident set mapped from files (the
@@ -755,9 +755,10 @@ func BenchmarkMemory100kQueuedJobs(b *testing.B) {
 		// minutes: what ps shows on a quiet server holding the queue,
 		// the figure the target is for.
 		writeProfile(os.Getenv("SPOTWISE_ALLOC_PROFILE") + ".before")
+		changes := changesNow()
 		b.ReportMetric(quietRSS(2*time.Minute), "rss-MB")
 		writeProfile(os.Getenv("SPOTWISE_ALLOC_PROFILE") + ".after")
-		quiet := memBreakdown()
+		quiet := fmt.Sprintf("%s; %d changes to the jobs' records in the two minutes", memBreakdown(), changesNow()-changes)
 		heap := func() float64 {
 			runtime.GC()
 			runtime.GC()
