@@ -40,6 +40,7 @@ func (s *Scheduler) reconcile(ctx context.Context) {
 		return
 	}
 	s.lastListed = listedAt
+	s.saveListed(ctx, listedAt)
 	s.mu.Lock()
 	var ids []string
 	for id, e := range s.index {
@@ -129,6 +130,40 @@ func (s *Scheduler) listedSince() time.Time {
 		since = minTime(since, s.lastListed.Add(-ListedEnded))
 	}
 	return since
+}
+
+// listedKey is where the time of the last listing of instances that
+// succeeded is kept (meta bucket, RFC 3339 on the scheduler's clock): a
+// new term's first listing asks for the ends since an hour before it, as
+// the term before would have, so an orphan that ended while no scheduler
+// listed (a crash, a lease that changed hands) more than an hour before
+// the new term began is still billed.
+const listedKey = "reconcile.listed"
+
+// saveListed keeps the time of a listing that succeeded (listedKey).
+func (s *Scheduler) saveListed(ctx context.Context, at time.Time) {
+	if _, err := s.bus.Meta().Put(ctx, listedKey, []byte(at.UTC().Format(time.RFC3339Nano))); err != nil && ctx.Err() == nil {
+		s.log.Warn("keeping the time of the last listing of instances", zap.Error(err))
+	}
+}
+
+// loadListed reads the time of the last listing an earlier term made
+// (zero when none was kept, or it cannot be read: the new term then asks
+// for the last hour's ends only).
+func (s *Scheduler) loadListed(ctx context.Context) time.Time {
+	b, _, err := s.bus.Meta().Get(ctx, listedKey)
+	if errors.Is(err, events.ErrNotFound) {
+		return time.Time{}
+	}
+	var at time.Time
+	if err == nil {
+		at, err = time.Parse(time.RFC3339Nano, string(b))
+	}
+	if err != nil {
+		s.log.Warn("reading the time of an earlier term's last listing of instances", zap.Error(err))
+		return time.Time{}
+	}
+	return at
 }
 
 func minTime(a, b time.Time) time.Time {

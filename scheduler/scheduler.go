@@ -328,6 +328,10 @@ func (s *Scheduler) Run(ctx context.Context) (err error) {
 		s.log.Warn("reading what earlier terms learnt", zap.Error(err))
 	}
 	s.mu.Unlock()
+	listed := s.loadListed(ctx)
+	s.recMu.Lock()
+	s.lastListed = listed
+	s.recMu.Unlock()
 	// On the way out, every source of work is stopped (each stop waits for
 	// its handler to return) before the actions they started are waited
 	// for: nothing may start an action once Run is waiting for them.

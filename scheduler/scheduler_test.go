@@ -788,6 +788,51 @@ func TestOrphanEndedBetweenDistantRoundsIsStillOverhead(t *testing.T) {
 	})
 }
 
+// An orphan whose end no listing saw before its scheduler's term ended
+// is billed as overhead by the next term, however long after it starts:
+// the time of the last listing is kept in the meta bucket, and the new
+// term's first listing asks for the ends since an hour before it.
+func TestOrphanEndedBetweenTermsIsStillOverhead(t *testing.T) {
+	g := &gatedLister{gate: make(chan struct{})}
+	r := newRig(t, rigOpt{noScheduler: true})
+	g.Cloud = r.cloud
+	stray, err := r.cloud.Launch(r.ctx, providers.LaunchRequest{IdempotencyKey: "no-such-job", Offer: cheapestT4(t, r.cloud), Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.clk.Advance(30 * time.Minute)
+	term := func(cloud providers.Provider) (stop func()) {
+		s := scheduler.New(r.bus, scheduler.Options{Clock: r.clk, Log: r.log, Clouds: map[string]providers.Provider{"aws": cloud},
+			Throughput: catalog.Default(), ReconcileInterval: 100 * time.Millisecond, PolicyInterval: time.Hour, Debounce: time.Millisecond,
+			CheckpointRoot: "file://" + r.dir})
+		ctx, cancel := context.WithCancel(r.ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = s.Run(ctx) }()
+		return func() { cancel(); <-done }
+	}
+	// The first term's first round finds the stray live and terminates
+	// it; its next listing is held until the term ends.
+	stop := term(g)
+	r.waitEnded(t, stray[0].ID)
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if g.calls.Load() < 2 {
+			return errors.New("the second listing has not begun")
+		}
+		return nil
+	})
+	stop()
+	// Two hours pass before the next term.
+	r.clk.Advance(2 * scheduler.ListedEnded)
+	defer term(r.cloud)()
+	testutil.CheckFor(t, 20*time.Second, 10*time.Millisecond, func() error {
+		msgs, err := r.bus.LedgerSubject(r.ctx, events.LedgerOverheadSubject("overhead/"+stray[0].ID))
+		if err != nil || len(msgs) != 1 {
+			return fmt.Errorf("overhead of %s: %d entries (%v)", stray[0].ID, len(msgs), err)
+		}
+		return nil
+	})
+}
+
 // waitEnded waits until the cloud says each of the instances ended.
 func (r *rig) waitEnded(t testing.TB, ids ...string) {
 	t.Helper()
