@@ -20,11 +20,11 @@ func TestGCPercentFor(t *testing.T) {
 	}{
 		{0, true, 100},
 		{10 * mib, true, 100},  // small heaps keep Go's default
-		{64 * mib, true, 100},  // the minimum headroom is as much as is live
-		{128 * mib, true, 50},  // 64 MiB of headroom
-		{200 * mib, true, 32},  // still 64 MiB
-		{256 * mib, true, 25},  // from here a quarter of what is live
-		{4096 * mib, true, 25}, // however large
+		{16 * mib, true, 100},  // the minimum headroom is as much as is live
+		{64 * mib, true, 25},   // 16 MiB of headroom
+		{100 * mib, true, 16},  // still 16 MiB
+		{128 * mib, true, 13},  // from here an eighth of what is live
+		{4096 * mib, true, 13}, // however large
 		{4096 * mib, false, 100},
 		{128 * mib, false, 100}, // busy: Go's default
 	} {
@@ -105,8 +105,8 @@ func TestTuneGCFollowsTheLiveHeapWhileQuiet(t *testing.T) {
 			runtime.GC()
 		}
 	}
-	big := make([]byte, 512<<20) // a quarter of it is more than 64 MiB
-	waitFor(25)
+	big := make([]byte, 512<<20) // an eighth of it is more than 16 MiB
+	waitFor(13)
 	// Jobs change: a hundred changes at every reading.
 	var changes atomic.Uint64
 	defer countActivity(func() uint64 { return changes.Add(100) })()
