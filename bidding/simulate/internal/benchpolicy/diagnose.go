@@ -50,6 +50,86 @@ type breakdown struct {
 	leftH                                 float64 // slack left at the finish
 	moves                                 int
 	plan                                  string
+	// entries counts the launches by what the job left and what it
+	// entered (a relaunch where it was preempted included); wasted those
+	// whose stint ended before its changeover did (no progress at all).
+	entries, wasted map[entry]float64
+	// odStints counts the stints on on-demand by length: under an hour,
+	// under four, four or more.
+	odStints [3]float64
+}
+
+// entry is a launch: the kind of what the job left ("start", "idle",
+// "od", "spot") and of what it entered.
+type entry struct{ from, to string }
+
+// entryOrder is the order the entries are printed in.
+var entryOrder = []entry{{"start", "spot"}, {"start", "od"}, {"idle", "spot"}, {"spot", "spot"}, {"od", "spot"}, {"idle", "od"}, {"spot", "od"}, {"od", "od"}}
+
+func kindOf(c bidding.Choice) string {
+	switch c.Kind {
+	case bidding.RunSpot:
+		return "spot"
+	case bidding.RunOnDemand:
+		return "od"
+	}
+	return "idle"
+}
+
+// stints counts b's entries and on-demand stints from a timeline.
+func (b *breakdown) stints(tl []simulate.Slot, h float64) {
+	b.entries, b.wasted = map[entry]float64{}, map[entry]float64{}
+	prev, open, progressed, ticks := "start", entry{}, false, 0
+	end := func() {
+		if open.to == "" {
+			return
+		}
+		if !progressed {
+			b.wasted[open]++
+		}
+		if open.to == "od" {
+			switch l := float64(ticks) * h; {
+			case l < 1:
+				b.odStints[0]++
+			case l < 4:
+				b.odStints[1]++
+			default:
+				b.odStints[2]++
+			}
+		}
+		open = entry{}
+	}
+	for i, sl := range tl {
+		relaunch := i > 0 && sl.Choice == tl[i-1].Choice && sl.Changeover && !tl[i-1].Changeover
+		if i == 0 || sl.Choice != tl[i-1].Choice || relaunch {
+			if i > 0 {
+				prev = kindOf(tl[i-1].Choice)
+				if relaunch {
+					prev = "idle" // preempted and launched again where it was
+				}
+			}
+			end()
+			if k := kindOf(sl.Choice); k != "idle" {
+				open, progressed, ticks = entry{prev, k}, false, 0
+				b.entries[open]++
+			}
+		}
+		ticks++
+		progressed = progressed || !sl.Changeover
+	}
+	end()
+}
+
+// stintLine is how b launched, per run over n runs.
+func (b breakdown) stintLine(n float64) string {
+	var parts []string
+	for _, e := range entryOrder {
+		if b.entries[e] > 0 {
+			parts = append(parts, fmt.Sprintf("%s->%s %.1f (%.1f)", e.from, e.to, b.entries[e]/n, b.wasted[e]/n))
+		}
+	}
+	return fmt.Sprintf("launches/run (no progress): %s; on-demand stints/run <1h %.1f, 1-4h %.1f, >=4h %.1f",
+		strings.Join(parts, ", "), b.odStints[0]/n, b.odStints[1]/n, b.odStints[2]/n)
 }
 
 func split(m *simulate.Market, start, deadline int, o simulate.Outcome) breakdown {
@@ -94,6 +174,7 @@ func split(m *simulate.Market, start, deadline int, o simulate.Outcome) breakdow
 	b.moves = o.Moves
 	b.leftH = float64(deadline-o.Finish) * h
 	b.plan = strings.Join(runs, " ")
+	b.stints(o.Timeline, h)
 	return b
 }
 
@@ -167,6 +248,18 @@ func diagnose(root string, only []string, fractions []float64, jobHours, changeo
 				for _, b := range bs {
 					a.spot, a.onDemand, a.change, a.egress, a.total = a.spot+b.spot, a.onDemand+b.onDemand, a.change+b.change, a.egress+b.egress, a.total+b.total
 					a.idleH, a.spotH, a.odH, a.moves, a.leftH = a.idleH+b.idleH, a.spotH+b.spotH, a.odH+b.odH, a.moves+b.moves, a.leftH+b.leftH
+					if a.entries == nil {
+						a.entries, a.wasted = map[entry]float64{}, map[entry]float64{}
+					}
+					for e, v := range b.entries {
+						a.entries[e] += v
+					}
+					for e, v := range b.wasted {
+						a.wasted[e] += v
+					}
+					for i, v := range b.odStints {
+						a.odStints[i] += v
+					}
 				}
 				n := float64(len(bs))
 				a.spot, a.onDemand, a.change, a.egress, a.total = a.spot/n, a.onDemand/n, a.change/n, a.egress/n, a.total/n
@@ -176,6 +269,9 @@ func diagnose(root string, only []string, fractions []float64, jobHours, changeo
 			}
 			ms, mo := mean(sw), mean(opt)
 			fmt.Printf("%s C/R %.2f: spotwise %.3fx\n  spotwise mean %s\n  optimal  mean %s\n", sc.name, frac, ms.total/mo.total, ms.line(), mo.line())
+			// mean divides the sums but not the counts of launches.
+			n := float64(len(st))
+			fmt.Printf("  spotwise %s\n  optimal  %s\n", ms.stintLine(n), mo.stintLine(n))
 			idx := make([]int, len(st))
 			for i := range idx {
 				idx[i] = i
