@@ -246,9 +246,11 @@ func BenchmarkSubmitToPlacedAged200PerSecond(b *testing.B) {
 		}
 	}
 	b.ResetTimer()
+	// SPOTWISE_CPU_PROFILE profiles each minute into a file of its own
+	// (minuteByMinute; the whole run: go tool pprof path.1 path.2 ...):
+	// one CPU profile at a time, so not the run's as well.
 	defer minuteByMinute(b, s)()
 	defer mutexProfile()()
-	defer cpuProfile()()
 	spec := []byte("name: aged\ncommand: [x]\nresources: {gpus_per_node: 1}\nwork: 1m on T4\npurchase: on-demand\n")
 	var lat, last []time.Duration
 	unplaced := 0
@@ -442,8 +444,16 @@ func minuteByMinute(b *testing.B, s *Server) func() {
 		if path == "" {
 			return func() {}
 		}
-		f, err := os.Create(fmt.Sprintf("%s.%d", path, n))
-		if err != nil || pprof.StartCPUProfile(f) != nil {
+		name := fmt.Sprintf("%s.%d", path, n)
+		f, err := os.Create(name)
+		if err != nil {
+			return func() {}
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			// Not an empty file that reads as a profile of nothing.
+			f.Close()
+			os.Remove(name)
+			b.Logf("minute %d: no CPU profile: %v", n, err)
 			return func() {}
 		}
 		return func() { pprof.StopCPUProfile(); f.Close() }
