@@ -22,21 +22,28 @@ import "math"
 //     the home zone with capacity that offers the most: the largest share
 //     of time with capacity, times the saving over on-demand, less the
 //     checkpoint's move spread over the run expected there.
-//   - Idle while no home zone has capacity: wait while the slack left,
-//     less the two changeovers the safety net needs, still covers the
-//     slack expected to be burnt finishing on spot if every outage ahead
-//     were waited through up to the age of this one and bridged after
-//     (launch changeovers included). Once it does not, this outage has
-//     lasted long enough to be worth bridging, unless it is less likely
-//     than not to outlast the changeover (one that ends during it buys
-//     nothing). So short outages are waited through and long ones
-//     bridged, as the optimum does, with the cut-off set by the slack
-//     left. The bridge (bridgeWith) is what costs least per hour of
+//   - Idle while no home zone has capacity: bridge the outage now when
+//     that is expected to cost less than waiting on, by the value of the
+//     job's state (valueTable: what finishing costs from each amount of
+//     work and slack left, solved by dynamic programming over the runs
+//     and outages seen), over the spread of what is left of the outage.
+//     Slack spent waiting now is slack not there to wait an outage out
+//     later; the table weighs one against the other, so an outage is
+//     bridged at once only where the slack is worth more for the outages
+//     ahead, and waited on where it is not (every outage outlasting the
+//     slack: waiting now saves on-demand that waiting later could not).
+//     Until a run and an outage have been seen, or once the outage has
+//     outlasted every one seen, the older rule: wait while the slack
+//     left, less the two changeovers the safety net needs, still covers
+//     the slack expected to be burnt finishing on spot if every outage
+//     ahead were waited through up to the age of this one and bridged
+//     after, unless the outage is less likely than not to outlast the
+//     changeover. The bridge (bridgeWith) is what costs least per hour of
 //     progress over what is left of the outage: on-demand in some zone,
 //     or spot outside the home zones, with the checkpoint's move there
 //     and, out of the home regions, back. When that is on-demand, the
 //     job takes it only if the plan's outage has lasted long enough to
-//     be worth bridging by the same rule: the zones whose spot costs
+//     be worth bridging by the older rule: the zones whose spot costs
 //     less than on-demand taken together, waited through up to the age
 //     of their own outage (0 while one of them has capacity) and bridged
 //     after, each outage of the home zones they fill costing a move out
@@ -113,7 +120,7 @@ func (Spotwise) Decide(s PolicyState) Choice {
 	if home {
 		return s.Guard(ChooseSpot(z))
 	}
-	if o.bridge(s) {
+	if o.bridgeReady(s) {
 		// On-demand only when the slack cannot wait out the outages of
 		// every zone the job would rather run on: a home zone's outage
 		// that cheaper spot elsewhere fills costs money, not slack.
@@ -573,4 +580,29 @@ func (o outlook) holdOn(s PolicyState, z int) float64 {
 		res = recentResidual(s.Zones[z].Seen, o.window)
 	}
 	return math.Min(o.r, math.Max(0, res-o.d))
+}
+
+// homePrice is the lowest spot price of the home zones.
+func (o outlook) homePrice(s PolicyState) float64 {
+	p := math.Inf(1)
+	for i, z := range s.Zones {
+		if o.home[i] {
+			p = math.Min(p, float64(z.Price))
+		}
+	}
+	return p
+}
+
+// bridgeReady reports whether the home zones' outage should be bridged
+// now: when bridging it now is expected to cost less than waiting on
+// (valueTable.bridgeNow), once an outage and a run have been seen and
+// some outage seen lasted longer than this one; by the rule of bridge
+// before that.
+func (o outlook) bridgeReady(s PolicyState) bool {
+	if v := o.values(s, o.homePrice(s)); v != nil {
+		if now, wait, ok := v.bridgeNow(o.r, o.s, o.age); ok {
+			return now < wait
+		}
+	}
+	return o.bridge(s)
 }

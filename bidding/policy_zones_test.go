@@ -150,7 +150,7 @@ func TestSpotwiseAcrossZonesThatDiffer(t *testing.T) {
 			// there, not the cheaper on-demand of a region the checkpoint
 			// would cross to and back.
 			name: "a short outage to bridge: on-demand near the checkpoint",
-			s: newMarket(h(10), h(41), h(40)).
+			s: newMarket(h(10), h(42), h(40)).
 				zone("us-west-2", "0.92", false, cycles(6*time.Hour, time.Hour, 20, false, 10*time.Minute)).onDemand(0, "3.978").
 				zone("us-east-1", "1.60", false, cycles(time.Hour, 6*time.Hour, 20, false, time.Hour)).
 				move("2").on(ChooseIdle).withCheckpoint("us-west-2"),
@@ -163,14 +163,6 @@ func TestSpotwiseAcrossZonesThatDiffer(t *testing.T) {
 				zone("us-east-1", "1.60", false, cycles(time.Hour, 6*time.Hour, 20, false, time.Hour)).
 				move("2").on(OnDemandIn(0)).s,
 			want: OnDemandIn(0),
-		},
-		{
-			name: "a long outage to bridge: on-demand where it costs least, the move included",
-			s: newMarket(h(10), h(41), h(40)).
-				zone("us-west-2", "0.92", false, cycles(6*time.Hour, 30*time.Hour, 20, false, 10*time.Minute)).onDemand(0, "3.978").
-				zone("us-east-1", "1.60", false, cycles(time.Hour, 6*time.Hour, 20, false, time.Hour)).
-				move("2").on(ChooseIdle).withCheckpoint("us-west-2"),
-			want: OnDemandIn(1),
 		},
 		{
 			// Bridging in another region: the home zone is back, but its
@@ -228,6 +220,38 @@ func (m *market) union(u ZoneStats) PolicyState {
 func (m *market) withCheckpoint(region string) PolicyState {
 	m.s.Checkpoint = region
 	return m.s
+}
+
+// Where an outage is bridged depends on how long it is expected to last:
+// on-demand near the checkpoint for a short one, where it costs least,
+// the move there and back included, for a long one. And an outage of a
+// market whose outages all outlast the slack is waited on, not bridged
+// at once: the slack could buy nothing later.
+func TestSpotwiseBridgesWhereItCostsLeast(t *testing.T) {
+	market := func(outage time.Duration) PolicyState {
+		return newMarket(h(10), h(41), h(40)).
+			zone("us-west-2", "0.92", false, cycles(6*time.Hour, outage, 20, false, 10*time.Minute)).onDemand(0, "3.978").
+			zone("us-east-1", "1.60", false, cycles(time.Hour, 6*time.Hour, 20, false, time.Hour)).
+			move("2").on(ChooseIdle).withCheckpoint("us-west-2")
+	}
+	for _, c := range []struct {
+		name   string
+		outage time.Duration
+		want   Choice
+	}{
+		{"outages of an hour: on-demand near the checkpoint", time.Hour, OnDemandIn(0)},
+		{"outages of 30 hours: on-demand where it costs least, the move included", 30 * time.Hour, OnDemandIn(1)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := market(c.outage)
+			if got := newOutlook(s).bridgeWith(s); got != c.want {
+				t.Errorf("bridgeWith = %v, want %v (%s)", got, c.want, Spotwise{}.Explain(s))
+			}
+		})
+	}
+	if got := (Spotwise{}).Decide(market(30 * time.Hour)); got != ChooseIdle {
+		t.Errorf("outages of 30 hours, an hour of slack: Decide = %v, want idle", got)
+	}
 }
 
 // flickering is a zone with long runs long ago and runs of minutes over
@@ -301,7 +325,7 @@ func TestSpotwiseOnDemandToTheEndWhereItCostsLeast(t *testing.T) {
 	}{
 		{
 			name: "slack for a return to spot: on-demand near the checkpoint for the short outage",
-			s:    market(h(41)),
+			s:    market(h(42)),
 			want: OnDemandIn(0),
 		},
 		{
@@ -354,7 +378,7 @@ func TestSpotwiseBridgesWithOnDemandOnceThePlansOutageIsOldEnough(t *testing.T) 
 		},
 		{
 			name: "slack short even so: on-demand",
-			s:    market(h(41.5)),
+			s:    market(h(42.5)),
 			want: OnDemandIn(0),
 		},
 	}
