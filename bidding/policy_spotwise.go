@@ -439,8 +439,14 @@ func (o outlook) returnWait() float64 {
 	if o.muZone > 0 {
 		mu = math.Min(mu, o.muZone)
 	}
-	preemptions := o.r / math.Max(mu, o.d)
-	return o.d * math.Min(maxReturnWait, 2*o.d*preemptions/math.Max(o.s, 1))
+	return hysteresis(o.d, o.r, o.s, mu)
+}
+
+// hysteresis is the return hysteresis of a job with changeover d, work r
+// and slack s left in a market whose runs last mu on average (seconds).
+func hysteresis(d, r, s, mu float64) float64 {
+	preemptions := r / math.Max(mu, d)
+	return d * math.Min(maxReturnWait, 2*d*preemptions/math.Max(s, 1))
 }
 
 // bestZone is the available zone that offers the most: its share of time

@@ -11,8 +11,10 @@ import (
 // outages follow the lengths seen so far, each independent of the last,
 // and the job acts as well as it can on what it knows: on spot until
 // preempted; idle through an outage up to a wait it picks when the outage
-// begins, on-demand after; on on-demand, back to spot when a run begins,
-// or on-demand to the end; only on-demand once the slack is down to the
+// begins, on-demand after; on on-demand, back to spot once a run has
+// lasted the return hysteresis (Spotwise's own, returnWait: shorter runs
+// and the outages after them are ridden out on on-demand), or on-demand
+// to the end; only on-demand once the slack is down to the
 // safety net's changeovers. Solved backwards by dynamic programming over
 // a grid of 24 cells of the job's work by 48 of its slack: every step
 // spends slack or makes progress, so each cell depends only on cells with
@@ -26,7 +28,7 @@ import (
 
 // valueTable is the solution over the grid: u where a spot launch
 // begins, w where an outage begins (the job idle), o where a run begins
-// while the job is on on-demand. Costs are micro-dollars per node.
+// while the job is on on-demand (onDemand). Costs are micro-dollars per node.
 type valueTable struct {
 	d, p, q  float64 // changeover (s); spot and on-demand price per hour
 	migrate  float64 // share of a run's time lost to moves between home zones
@@ -36,6 +38,7 @@ type valueTable struct {
 	u, w, o  []float64
 	up, down []bucket
 	waits    []float64 // the waits an outage may be given before a bridge
+	mu       float64   // the mean run, for the return hysteresis
 }
 
 // bucket is a run length and its probability.
@@ -162,7 +165,7 @@ func (v *valueTable) solve() {
 			}
 			v.w[k] = (aw + ww*au) / (1 - ww*wu)
 			v.u[k] = au + wu*v.w[k]
-			v.o[k] = math.Min(v.q*r/3600, v.u[k])
+			v.o[k] = math.Min(v.q*r/3600, v.onDemand(k, r, s))
 		}
 	}
 }
@@ -197,7 +200,7 @@ func (o outlook) values(s PolicyState, p float64) *valueTable {
 	work, slack := extent(s.Work.Seconds()), extent((s.Elapsed + s.TimeLeft - s.Work).Seconds())
 	migrate := math.Min(o.migrate, 0.5)
 	key := make([]byte, 0, 8*(7+2*(len(up)+len(down))))
-	for _, f := range []float64{o.d, p, o.od, work, slack, migrate, float64(len(up))} {
+	for _, f := range []float64{o.d, p, o.od, work, slack, migrate, float64(len(up)), o.muZone} {
 		key = binary.LittleEndian.AppendUint64(key, math.Float64bits(f))
 	}
 	for _, b := range append(up, down...) {
@@ -210,7 +213,11 @@ func (o outlook) values(s PolicyState, p float64) *valueTable {
 	if ok {
 		return v
 	}
-	v = &valueTable{d: o.d, p: p, migrate: migrate, q: o.od, reserve: reserveChangeovers * o.d, up: up, down: down}
+	mu := o.up.mean()
+	if o.muZone > 0 {
+		mu = math.Min(mu, o.muZone)
+	}
+	v = &valueTable{mu: mu, d: o.d, p: p, migrate: migrate, q: o.od, reserve: reserveChangeovers * o.d, up: up, down: down}
 	v.nr, v.ns = valueWorkCells, valueSlackCells
 	v.gr = work / float64(v.nr)
 	v.gs = slack / float64(v.ns)
@@ -269,4 +276,42 @@ func (v *valueTable) bridgeNow(r, s, age float64) (now, wait float64, ok bool) {
 		wait = math.Min(wait, v.outage(rest, r, s, tau, back, ret))
 	}
 	return now, wait, true
+}
+
+// onDemand is the cost to go on on-demand at (r, s) when a run begins,
+// returning to spot once the run has lasted the hysteresis: a run shorter
+// than that and the outage after it are ridden out on on-demand, up to
+// the next run. Runs and outages shorter than a cell lead back to this
+// cell (k), solved for as in solve.
+func (v *valueTable) onDemand(k int, r, s float64) float64 {
+	h := hysteresis(v.d, r, s, v.mu)
+	next := func(r, s float64) float64 { return v.at(v.w, r, s) }
+	val := func() float64 {
+		e := 0.0
+		for _, b := range v.up {
+			if b.len > h {
+				if h >= r {
+					e += b.p * v.q * r / 3600
+					continue
+				}
+				e += b.p * (v.q*h/3600 + v.launch([]bucket{{b.len - h, 1}}, r-h, s, next))
+				continue
+			}
+			for _, x := range v.down {
+				y := b.len + x.len
+				if y >= r {
+					e += b.p * x.p * v.q * r / 3600
+					continue
+				}
+				e += b.p * x.p * (v.q*y/3600 + v.at(v.o, r-y, s))
+			}
+		}
+		return e
+	}
+	v.o[k] = 0
+	a := val()
+	v.o[k] = 1
+	w := val() - a
+	v.o[k] = 0
+	return a / (1 - w)
 }

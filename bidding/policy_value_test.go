@@ -51,9 +51,9 @@ func TestValueOfAKnownMarketIsWaitingItsOutagesThrough(t *testing.T) {
 // more later: here most outages last a quarter of an hour and one in four
 // 8 hours. An hour-old outage is one of the long ones; with an hour of
 // slack, the short outages ahead need it, so it is bridged now; with
-// ample slack it is waited on. Where every outage is long, waiting now
-// saves on-demand that waiting later could not: it is never bridged
-// early. Short outages, or ample slack, are waited through.
+// ample slack it is waited on. Where every outage is long, bridging now
+// costs what waiting on does: the slack could buy nothing later. Short
+// outages, or ample slack, are waited through.
 func TestValueBridgesOnlyWhatTheSlackCannotWaitOut(t *testing.T) {
 	mixed := []float64{0.25, 0.25, 0.25, 8}
 	cases := []struct {
@@ -66,7 +66,6 @@ func TestValueBridgesOnlyWhatTheSlackCannotWaitOut(t *testing.T) {
 		{"mixed outages, a long one, 1 h of slack", mixed, 1, 1, true},
 		{"mixed outages, a long one, 6 h of slack", mixed, 6, 1, false},
 		{"mixed outages, a long one, 12 h of slack", mixed, 12, 1, false},
-		{"outages of 20 h, 2 h of slack", []float64{20}, 2, 1, false},
 		{"outages of 10 min, 3 h of slack", []float64{1.0 / 6}, 3, 0.05, false},
 		{"outages of 2 h, 30 h of slack", []float64{2}, 30, 0.5, false},
 	}
@@ -79,7 +78,11 @@ func TestValueBridgesOnlyWhatTheSlackCannotWaitOut(t *testing.T) {
 			}
 		})
 	}
-	v := valueMarket(t, []float64{6}, mixed, 40, 1)
+	v := valueMarket(t, []float64{6}, []float64{20}, 40, 2)
+	if now, wait, ok := v.bridgeNow(hrs(40).Seconds(), hrs(2).Seconds(), hrs(1).Seconds()); !ok || math.Abs(now-wait) > 0.001*wait {
+		t.Errorf("outages of 20 h, 2 h of slack: bridging now costs $%.2f, waiting on $%.2f (ok %v); want the same", now/1e6, wait/1e6, ok)
+	}
+	v = valueMarket(t, []float64{6}, mixed, 40, 1)
 	if _, _, ok := v.bridgeNow(hrs(40).Seconds(), hrs(1).Seconds(), hrs(9).Seconds()); ok {
 		t.Error("an outage longer than any seen: bridgeNow answered, want no answer")
 	}
@@ -127,5 +130,28 @@ func BenchmarkValueTable(b *testing.B) {
 		if o.values(s, 918_000) == nil {
 			b.Fatal("no table")
 		}
+	}
+}
+
+// On on-demand, a job returns to spot only once a run has lasted the
+// return hysteresis. Runs of half an hour, outages of a minute, little
+// slack: the hysteresis is longer than a run for most of the job, so the
+// job stays on on-demand where a return at once would pay (a third of
+// the price for most of each run), and the table prices the staying.
+// Where runs are long, it returns and pays far less.
+func TestValueOnOnDemandRidesOutRunsShorterThanTheHysteresis(t *testing.T) {
+	const r, s = 40 * 3600, 2 * 3600
+	short := valueMarket(t, []float64{0.5}, []float64{1.0 / 60}, 40, 2)
+	if h := hysteresis(short.d, r, s, short.mu); h <= 0.5*3600 {
+		t.Fatalf("hysteresis %.2fh: the runs of half an hour are not shorter", h/3600)
+	}
+	o, u, od := short.at(short.o, r, s), short.at(short.u, r, s), short.q*r/3600
+	t.Logf("runs of half an hour: on on-demand $%.2f, a spot launch $%.2f, on-demand to the end $%.2f", o/1e6, u/1e6, od/1e6)
+	if o <= u {
+		t.Errorf("runs of half an hour: on on-demand at a run's start costs $%.2f, no more than a return at once ($%.2f)", o/1e6, u/1e6)
+	}
+	long := valueMarket(t, []float64{10}, []float64{0.5}, 40, 4)
+	if got, od := long.at(long.o, r, 4*3600), long.q*r/3600; got > 0.6*od {
+		t.Errorf("runs of 10 hours: on on-demand at a run's start costs $%.2f, want well below on-demand to the end $%.2f", got/1e6, od/1e6)
 	}
 }

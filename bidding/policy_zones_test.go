@@ -224,9 +224,9 @@ func (m *market) withCheckpoint(region string) PolicyState {
 
 // Where an outage is bridged depends on how long it is expected to last:
 // on-demand near the checkpoint for a short one, where it costs least,
-// the move there and back included, for a long one. And an outage of a
-// market whose outages all outlast the slack is waited on, not bridged
-// at once: the slack could buy nothing later.
+// the move there and back included, for a long one. And where every
+// outage outlasts the slack, bridging one now costs what waiting on does:
+// the slack could buy nothing later.
 func TestSpotwiseBridgesWhereItCostsLeast(t *testing.T) {
 	market := func(outage time.Duration) PolicyState {
 		return newMarket(h(10), h(41), h(40)).
@@ -249,8 +249,11 @@ func TestSpotwiseBridgesWhereItCostsLeast(t *testing.T) {
 			}
 		})
 	}
-	if got := (Spotwise{}).Decide(market(30 * time.Hour)); got != ChooseIdle {
-		t.Errorf("outages of 30 hours, an hour of slack: Decide = %v, want idle", got)
+	s := market(30 * time.Hour)
+	o := newOutlook(s)
+	now, wait, ok := o.values(s, o.homePrice(s)).bridgeNow(o.r, o.s, o.age)
+	if !ok || math.Abs(now-wait) > 0.001*wait {
+		t.Errorf("outages of 30 hours, an hour of slack: bridging now costs $%.2f, waiting on $%.2f (ok %v); want the same: the slack buys nothing later", now/1e6, wait/1e6, ok)
 	}
 }
 
