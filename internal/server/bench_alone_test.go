@@ -13,10 +13,12 @@ const aloneEnv = "SPOTWISE_BENCH_ALONE"
 
 // alone runs the calling benchmark again in a process of its own and
 // reports that run's figures, unless this process is that one (then it
-// returns false and the benchmark measures). A figure of the whole
-// process, its RSS, says nothing of one benchmark in a process where
-// others ran before it: under make bench the 100k-queued one ran after
-// the aged 200/s one and measured 343 MB against 270 alone.
+// returns false and the benchmark measures). Every system-level benchmark
+// measures a server the way one runs: alone in its process. A figure of
+// the whole process, its RSS, says nothing of one benchmark in a process
+// where others ran before it (under make bench the 100k-queued one ran
+// after the aged 200/s one and measured 343 MB against 270 alone), and
+// latencies share the collector and the heap the earlier ones left.
 func alone(b *testing.B) bool {
 	b.Helper()
 	if os.Getenv(aloneEnv) == b.Name() {

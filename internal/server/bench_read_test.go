@@ -34,6 +34,9 @@ import (
 // the process's RSS. The targets are GET p99 under 20 ms and list p99 under
 // 50 ms.
 func BenchmarkReaders1000(b *testing.B) {
+	if alone(b) {
+		return
+	}
 	const readers = 1000
 	seconds := 30
 	if v, err := strconv.Atoi(os.Getenv("SPOTWISE_BENCH_READ_SECONDS")); err == nil && v > 0 {

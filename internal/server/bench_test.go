@@ -135,6 +135,9 @@ func submitAll(b *testing.B, n int, submit func(ctx context.Context, i int) erro
 // 120x, 1,000 jobs send what 120,000 would), a load no deployment sees.
 // The target is p99 under 50 ms.
 func BenchmarkSubmitToPlaced200PerSecond(b *testing.B) {
+	if alone(b) {
+		return
+	}
 	const rate, total = 200, 1000
 	s := benchServer(b, 1)
 	fillStore(b, s, 20_000, 5_000)
@@ -223,6 +226,9 @@ func submitAtRateTimed(b *testing.B, c *api.Client, spec []byte, rate, total int
 // for capacity, they queue until instances end). On-demand pools hold
 // about 26,000.
 func BenchmarkSubmitToPlacedAged200PerSecond(b *testing.B) {
+	if alone(b) {
+		return
+	}
 	const rate = 200
 	minutes := 5
 	if v, err := strconv.Atoi(os.Getenv("SPOTWISE_BENCH_MINUTES")); err == nil && v > 0 {
