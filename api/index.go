@@ -77,6 +77,9 @@ type entry struct {
 	// growing, set while the job's cost grows with time, holds what it
 	// takes to work it out at any time.
 	growing *growingCost
+	// archived is where the job's record is in the archive (0: not
+	// archived; see events.ArchiveJob), read when the bucket holds none.
+	archived uint64
 	// key is the job's ID (17 bytes beside the 3 below, where a string
 	// took 48).
 	key   idmap.Key
@@ -153,8 +156,11 @@ func newIndex() *index {
 	return &index{growing: map[*entry]struct{}{}, ready: make(chan struct{})}
 }
 
-func (ix *index) start(ctx context.Context, store *events.JobStore) error {
-	var once sync.Once
+// start loads every job into the index, the archived ones (see
+// events.ArchiveJob) and those in the bucket at once, and keeps it current
+// with both; ix.ready is closed once both have been read. The two may
+// bring a job in any order: its versions are told apart by revision.
+func (ix *index) start(ctx context.Context, bus *events.Bus, store *events.JobStore) error {
 	apply := ix.apply
 	if p := ix.pages; p != nil {
 		apply = func(c events.JobChange) {
@@ -162,18 +168,50 @@ func (ix *index) start(ctx context.Context, store *events.JobStore) error {
 			ix.apply(c)
 		}
 	}
-	_, err := store.Watch(ctx, apply, func() {
-		once.Do(func() {
-			// The load inserted records in the order the store last
-			// wrote them: their chunks are left part-full.
-			ix.mu.Lock()
-			ix.order.pack()
-			ix.active.pack()
-			ix.mu.Unlock()
-			close(ix.ready)
-		})
-	})
+	var left sync.WaitGroup
+	left.Add(2)
+	var archiveOnce, bucketOnce sync.Once
+	go func() {
+		left.Wait()
+		// The load inserted records in the order the stores hold them:
+		// their chunks are left part-full.
+		ix.mu.Lock()
+		ix.order.pack()
+		ix.active.pack()
+		ix.mu.Unlock()
+		close(ix.ready)
+	}()
+	if _, err := bus.FollowArchive(ctx, func(a events.Archived) {
+		ix.applyArchived(a, apply)
+	}, func() { archiveOnce.Do(left.Done) }); err != nil {
+		return err
+	}
+	_, err := store.Watch(ctx, apply, func() { bucketOnce.Do(left.Done) })
 	return err
+}
+
+// applyArchived applies one message of the archive: a job's record as
+// the bucket held it (a newer version there wins), or its removal.
+func (ix *index) applyArchived(a events.Archived, apply func(events.JobChange)) {
+	apply(events.JobChange{ID: a.ID, Revision: a.Revision, Record: a.Record, Raw: a.Raw})
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if e, ok := ix.get(a.ID); ok {
+		e.archived = 0
+		if a.Record != nil {
+			e.archived = a.Seq
+		}
+	}
+}
+
+// archivedAt is where a job's record is in the archive (0: not there).
+func (ix *index) archivedAt(id string) uint64 {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if e, ok := ix.get(id); ok && !e.deleted {
+		return e.archived
+	}
+	return 0
 }
 
 // unlist takes a listed entry out of the orders.

@@ -95,7 +95,7 @@ func (s *Service) followHTTP(w http.ResponseWriter, r *http.Request, id string, 
 			return
 		}
 		if checkState {
-			rec, _, err := s.jobs.Read(ctx, id)
+			rec, _, err := s.readRecord(ctx, id)
 			switch {
 			case err != nil && ctx.Err() == nil:
 				s.log.Debug("following a job's output: reading its state", zap.String("job", id), zap.Error(err))

@@ -26,7 +26,11 @@ const pruneBatch = 10_000
 // scheduler's server's to call; removing a job twice is harmless.
 func (s *Service) Prune(ctx context.Context, r Retention) (int, error) {
 	ids := s.ix.expired(r, s.clock.Now(), pruneBatch)
-	n, err := s.bus.DeleteJobs(ctx, ids)
+	archived := make([]uint64, len(ids))
+	for i, id := range ids {
+		archived[i] = s.ix.archivedAt(id)
+	}
+	n, err := s.bus.DeleteJobs(ctx, ids, archived)
 	// Out of the index now, not when the watch brings the deletions: the
 	// next round must not count them again.
 	s.ix.removed(ids[:n])

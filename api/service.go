@@ -26,7 +26,9 @@ type Service struct {
 	clock clock.Clock
 	log   *zap.Logger
 	ix    *index
-	hist  *histories
+	// archiveFrom is where the next Archive round looks from.
+	archiveFrom archiveCursor
+	hist        *histories
 	// pages is the local copy of job pages (nil: none, see KeepPages);
 	// pageDir where its file is made.
 	pages   *pages
@@ -127,7 +129,7 @@ func (s *Service) Start(ctx context.Context) error {
 			}()
 		}
 	}
-	if err := s.ix.start(ctx, s.jobs); err != nil {
+	if err := s.ix.start(ctx, s.bus, s.jobs); err != nil {
 		return err
 	}
 	if _, err := s.market.start(ctx, s.bus); err != nil {
@@ -318,7 +320,7 @@ func (s *Service) Get(ctx context.Context, id string) (*JobView, error) {
 		h, err := s.hist.read(ctx, s.bus, id, nil, false)
 		hc <- read{h, err}
 	}()
-	rec, rev, err := s.jobs.Read(ctx, id)
+	rec, rev, err := s.readRecord(ctx, id)
 	h := <-hc
 	if errors.Is(err, events.ErrNotFound) {
 		return nil, errNotFound(id)
@@ -356,7 +358,7 @@ func (s *Service) record(ctx context.Context, id string) (_ *job.Record, since t
 	if r, at, ok := s.ix.recs.get(id); ok {
 		return r, at, nil
 	}
-	r, rev, err := s.jobs.Read(ctx, id)
+	r, rev, err := s.readRecord(ctx, id)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -513,6 +515,11 @@ func (s *Service) cancel(ctx context.Context, id, reason string, team *string) (
 	case errors.As(err, &apiErr):
 		return nil, apiErr
 	case errors.Is(err, events.ErrNotFound):
+		// An archived job has finished long ago.
+		if r, _, aerr := s.readRecord(ctx, id); aerr == nil && p.Can(auth.ReadJobs, r.Spec.Team) {
+			*team = r.Spec.Team
+			return nil, &Error{Status: http.StatusConflict, Code: CodeAlreadyFinished, Message: fmt.Sprintf("job %s already %s", id, r.Status.State)}
+		}
 		return nil, errNotFound(id)
 	case err != nil:
 		return nil, storeError(err)

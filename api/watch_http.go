@@ -85,7 +85,7 @@ func (s *Service) jobEventsHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errNotFound(id))
 		return
 	}
-	rec, _, err := s.jobs.Read(ctx, id)
+	rec, _, err := s.readRecord(ctx, id)
 	switch {
 	case errors.Is(err, events.ErrNotFound):
 		writeError(w, errNotFound(id))
@@ -190,7 +190,7 @@ func (s *Service) terminalSent(ctx context.Context, id string, sealed []uint64, 
 // show yet.
 func (s *Service) endJob(ctx context.Context, st *sse, id string, state job.State) {
 	sj := StreamJob{ID: id, State: state}
-	if rec, _, err := s.jobs.Read(ctx, id); err == nil {
+	if rec, _, err := s.readRecord(ctx, id); err == nil {
 		now := s.clock.Now()
 		sj = StreamJob{ID: id, Name: rec.Spec.Name, Team: rec.Spec.Team, State: rec.Status.State, CostUSD: rec.CostAt(now), Progress: rec.Status.Progress}
 		if state != "" {

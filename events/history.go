@@ -182,9 +182,11 @@ func (b *Bus) directBatch(ctx context.Context, stream, subject string, from uint
 }
 
 // DeleteJobs removes jobs from the store: each one's history and output,
-// then its record (and the record's older revisions). It returns how many
-// it removed before an error; a job already gone is not an error.
-func (b *Bus) DeleteJobs(ctx context.Context, ids []string) (int, error) {
+// then its record (and the record's older revisions), archived or not.
+// archived, when not nil, holds for each job where its archived record is
+// (0: not archived; see ArchiveJob). It returns how many it removed before
+// an error; a job already gone is not an error.
+func (b *Bus) DeleteJobs(ctx context.Context, ids []string, archived []uint64) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
@@ -197,9 +199,18 @@ func (b *Bus) DeleteJobs(ctx context.Context, ids []string) (int, error) {
 		return 0, err
 	}
 	for i, id := range ids {
+		var at uint64
+		if archived != nil {
+			at = archived[i]
+		}
 		// A sealed history's seals are where its record says.
 		var garbled *DecodeError
-		if r, _, err := b.jobs.Get(ctx, id); err == nil {
+		r, rev, err := b.jobs.Get(ctx, id)
+		inBucket := err == nil || !errors.Is(err, ErrNotFound)
+		if errors.Is(err, ErrNotFound) && at != 0 {
+			r, rev, err = b.ArchivedRecord(ctx, id, at)
+		}
+		if err == nil {
 			if err := b.deleteSeals(ctx, st, r.SealedHistory()); err != nil {
 				return i, fmt.Errorf("sealed history of %s: %w", id, err)
 			}
@@ -212,8 +223,17 @@ func (b *Bus) DeleteJobs(ctx context.Context, ids []string) (int, error) {
 		if err := logs.Purge(ctx, jetstream.WithPurgeSubject(JobLogsFilter(id, 0))); err != nil {
 			return i, fmt.Errorf("output of %s: %w", id, err)
 		}
-		if err := b.jobs.purge(ctx, id); err != nil {
-			return i, fmt.Errorf("record of %s: %w", id, err)
+		// An archived job's removal is told by the archive: a purge of
+		// its empty subject in the bucket would give it a subject again.
+		if inBucket || at == 0 {
+			if err := b.jobs.purge(ctx, id); err != nil {
+				return i, fmt.Errorf("record of %s: %w", id, err)
+			}
+		}
+		if at != 0 {
+			if err := b.removeArchived(ctx, id, rev+1, at); err != nil {
+				return i, err
+			}
 		}
 	}
 	return len(ids), nil

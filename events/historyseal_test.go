@@ -166,7 +166,7 @@ func TestSealedHistoryReadsAsBefore(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := b.DeleteJobs(ctx, []string{id}); err != nil || n != 1 {
+	if n, err := b.DeleteJobs(ctx, []string{id}, nil); err != nil || n != 1 {
 		t.Fatalf("delete: %d, %v", n, err)
 	}
 	if got, err := b.JobHistory(ctx, id, seals, 0); err != nil || len(got) != 0 {

@@ -42,28 +42,83 @@ func (b *Bus) ReplayJobEvents(ctx context.Context, fn func(e HistoryEntry, old b
 }
 
 func (b *Bus) followJobEvents(ctx context.Context, all bool, fn func(HistoryEntry, bool), caughtUp func()) (stop func(), err error) {
-	st, err := b.js.Stream(ctx, StreamJobs)
+	filter := []string{AllJobEvents}
+	if all {
+		filter = append(filter, subjectJobsSealed)
+	}
+	return b.replay(ctx, StreamJobs, filter, all, jobEventsReader, func(seq uint64, subject string, data []byte, old bool) {
+		if subject == subjectJobsSealed {
+			m, err := decodeHistorySeal(data, seq)
+			if err != nil {
+				switch {
+				case old:
+				case !json.Valid(data):
+					b.drop(jobEventsReader, "garbled")
+					b.log.Warn("dropping garbled event", zap.String("reader", jobEventsReader), zap.String("subject", subject), zap.Error(err))
+				default: // JSON, but not a seal
+					b.drop(jobEventsReader, "refused")
+					b.log.Warn("dropping event", zap.String("reader", jobEventsReader), zap.String("subject", subject), zap.Error(err))
+				}
+				return
+			}
+			for _, e := range m.entries(m.Job) {
+				fn(e, true)
+			}
+			return
+		}
+		// What cannot be shown is counted and skipped, never deleted: the
+		// history is not this reader's to change. A replay skips old ones
+		// without a word: they were counted when they were stored.
+		env, p, err := Decode(data)
+		if err != nil && old {
+			return
+		}
+		if err != nil {
+			b.drop(jobEventsReader, "garbled")
+			b.log.Warn("dropping garbled event", zap.String("reader", jobEventsReader), zap.String("subject", subject), zap.Error(err))
+			return
+		}
+		ev, ok := p.(*JobEvent)
+		if !ok && old {
+			return
+		}
+		if !ok {
+			b.drop(jobEventsReader, "refused")
+			b.log.Warn("dropping event", zap.String("reader", jobEventsReader), zap.String("subject", subject), zap.String("event", env.ID), zap.String("type", env.Type), zap.Error(errors.New("not a job event")))
+			return
+		}
+		fn(HistoryEntry{Seq: seq, Envelope: env, Event: ev}, old)
+	}, caughtUp)
+}
+
+// replay follows subjects of stream with one ordered consumer, from the
+// first message the stream holds (all) or from the next stored, handing
+// fn each message with its sequence and subject, and whether it was
+// stored before the call (old; never, unless all), until ctx ends or stop
+// is called (stop returns once fn no longer runs). fn runs on one
+// goroutine, in stream order, and must not block long. caughtUp (if not
+// nil) is called once, on fn's goroutine, when fn has had every message
+// stored when the consumer was made (at once if there was none). name
+// names the reader in readings and errors.
+func (b *Bus) replay(ctx context.Context, stream string, filter []string, all bool, name string, fn func(seq uint64, subject string, data []byte, old bool), caughtUp func()) (stop func(), err error) {
+	st, err := b.js.Stream(ctx, stream)
 	if err != nil {
-		return nil, fmt.Errorf("following job events: %w", err)
+		return nil, fmt.Errorf("following %s: %w", name, err)
 	}
 	policy, last := jetstream.DeliverNewPolicy, uint64(0)
 	if all {
 		policy = jetstream.DeliverAllPolicy
 		info, err := st.Info(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("following job events: %w", err)
+			return nil, fmt.Errorf("following %s: %w", name, err)
 		}
 		last = info.State.LastSeq
-	}
-	filter := []string{AllJobEvents}
-	if all {
-		filter = append(filter, subjectJobsSealed)
 	}
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: filter, DeliverPolicy: policy,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("following job events: %w", err)
+		return nil, fmt.Errorf("following %s: %w", name, err)
 	}
 	var caught atomic.Bool
 	catchUp := func() {
@@ -74,7 +129,7 @@ func (b *Bus) followJobEvents(ctx context.Context, all bool, fn func(HistoryEntr
 	if caughtUp != nil {
 		info, err := cons.Info(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("following job events: %w", err)
+			return nil, fmt.Errorf("following %s: %w", name, err)
 		}
 		if info.NumPending == 0 {
 			catchUp()
@@ -94,54 +149,13 @@ func (b *Bus) followJobEvents(ctx context.Context, all bool, fn func(HistoryEntr
 		if meta.NumPending == 0 || (all && meta.Sequence.Stream >= last) {
 			defer catchUp()
 		}
-		old := meta.Sequence.Stream <= last
-		if msg.Subject() == subjectJobsSealed {
-			m, err := decodeHistorySeal(msg.Data(), meta.Sequence.Stream)
-			if err != nil {
-				switch {
-				case old:
-				case !json.Valid(msg.Data()):
-					b.drop(jobEventsReader, "garbled")
-					b.log.Warn("dropping garbled event", zap.String("reader", jobEventsReader), zap.String("subject", msg.Subject()), zap.Error(err))
-				default: // JSON, but not a seal
-					b.drop(jobEventsReader, "refused")
-					b.log.Warn("dropping event", zap.String("reader", jobEventsReader), zap.String("subject", msg.Subject()), zap.Error(err))
-				}
-				return
-			}
-			for _, e := range m.entries(m.Job) {
-				fn(e, true)
-			}
-			return
-		}
-		// What cannot be shown is counted and skipped, never deleted: the
-		// history is not this reader's to change. A replay skips old ones
-		// without a word: they were counted when they were stored.
-		env, p, err := Decode(msg.Data())
-		if err != nil && old {
-			return
-		}
-		if err != nil {
-			b.drop(jobEventsReader, "garbled")
-			b.log.Warn("dropping garbled event", zap.String("reader", jobEventsReader), zap.String("subject", msg.Subject()), zap.Error(err))
-			return
-		}
-		ev, ok := p.(*JobEvent)
-		if !ok && old {
-			return
-		}
-		if !ok {
-			b.drop(jobEventsReader, "refused")
-			b.log.Warn("dropping event", zap.String("reader", jobEventsReader), zap.String("subject", msg.Subject()), zap.String("event", env.ID), zap.String("type", env.Type), zap.Error(errors.New("not a job event")))
-			return
-		}
-		fn(HistoryEntry{Seq: meta.Sequence.Stream, Envelope: env, Event: ev}, old)
+		fn(meta.Sequence.Stream, msg.Subject(), msg.Data(), meta.Sequence.Stream <= last)
 	})
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("following job events: %w", err)
+		return nil, fmt.Errorf("following %s: %w", name, err)
 	}
-	return inflight.stopper(cctx, b.reading(Reading{Kind: "follow", Name: jobEventsReader, Stream: StreamJobs, Subjects: filter}, cancel), cc.Stop), nil
+	return inflight.stopper(cctx, b.reading(Reading{Kind: "follow", Name: name, Stream: stream, Subjects: filter}, cancel), cc.Stop), nil
 }
 
 // JobEventsLast is the sequence of the last message stored in the jobs

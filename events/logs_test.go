@@ -217,7 +217,7 @@ func TestDeleteJobsDeletesTheirOutput(t *testing.T) {
 	shipLines(t, bus, gone, 1, numbered("gone", 3), 1, logT0)
 	shipLines(t, bus, gone, 2, numbered("gone again", 3), 1, logT0)
 	shipLines(t, bus, kept, 1, numbered("kept", 2), 1, logT0)
-	if _, err := bus.DeleteJobs(context.Background(), []string{gone}); err != nil {
+	if _, err := bus.DeleteJobs(context.Background(), []string{gone}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := readAll(t, bus, gone, events.LogQuery{}); len(got) != 0 {

@@ -205,6 +205,7 @@ const (
 	StreamAlerts        = "SPOTWISE_ALERTS"
 	StreamAudit         = "SPOTWISE_AUDIT"
 	StreamLedger        = "SPOTWISE_LEDGER"
+	StreamArchive       = "SPOTWISE_ARCHIVE"
 )
 
 // Bucket names.
@@ -257,6 +258,10 @@ func streamConfigs(replicas int, logs LogRetention, jobsAge time.Duration) []jet
 		// events, and NATS reserves a stream's limit on every node.
 		mk(StreamJobs, "job submissions and every job's lifecycle history",
 			[]string{SubjectJobSubmitted, AllJobEvents, subjectJobsSealed}, jobsAge, -1, 0),
+		// Kept as long as the histories: an archived record goes with its
+		// job (retention) or when its history's seals age out.
+		mk(StreamArchive, "finished jobs' records, archived off the job bucket (one subject in all)",
+			[]string{subjectArchive}, jobsAge, -1, 0),
 		mk(StreamPrices, "offer prices and capacity per provider region",
 			[]string{subjectPrices + ".>"}, 7*day, 1<<30, 2016),
 		mk(StreamInstances, "instance lifecycle per provider region",

@@ -184,7 +184,7 @@ func TestSealerSealsFinalBillsOnly(t *testing.T) {
 	gone.ID = job.NewID(at(1))
 	put(old)
 	put(gone)
-	if _, err := bus.DeleteJobs(ctx, []string{gone.ID}); err != nil {
+	if _, err := bus.DeleteJobs(ctx, []string{gone.ID}, nil); err != nil {
 		t.Fatal(err)
 	}
 	clk.Set(at(75).Add(ledger.SealAfter + time.Minute))

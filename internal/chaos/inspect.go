@@ -197,6 +197,16 @@ func (r *run) collect(ctx context.Context) (Final, error) {
 		}
 		f.Records[id] = rec
 	}
+	// Jobs finished a day ago have their records in the archive.
+	archived, err := bus.ArchivedRecords(ctx)
+	if err != nil {
+		return f, fmt.Errorf("reading archived jobs: %w", err)
+	}
+	for id, rec := range archived {
+		if _, ok := f.Records[id]; !ok {
+			f.Records[id] = rec
+		}
+	}
 	keys, err := bus.Meta().Keys(ctx)
 	if err != nil {
 		return f, fmt.Errorf("listing overheads: %w", err)

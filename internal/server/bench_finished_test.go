@@ -339,10 +339,16 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 	cutoff := sort.Search(n, func(i int) bool {
 		return !start.Add(time.Duration(i) * step).Add(first.Status.FinishedAt.Sub(first.Status.SubmittedAt)).Before(end.Add(-ledger.SealAfter))
 	})
+	// Those that finished over a day ago have their records archived
+	// (api.Service.Archive): stored on the archive's subject with the
+	// bucket revision they were, and purged from the bucket.
+	archived := sort.Search(n, func(i int) bool {
+		return !start.Add(time.Duration(i) * step).Add(first.Status.FinishedAt.Sub(first.Status.SubmittedAt)).Before(end.Add(-api.ArchiveAfter))
+	})
 	if os.Getenv("SPOTWISE_BENCH_UNSEALED") != "" {
-		cutoff = 0 // a store from before sealing: the server seals it
+		cutoff, archived = 0, 0 // a store from before sealing: the server seals it
 	}
-	fill := func(lo, hi int, seal bool) {
+	fill := func(lo, hi int, seal, archive bool) {
 		for w := range workers {
 			wg.Add(1)
 			go func() {
@@ -400,7 +406,7 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 					rec              *job.Record
 					bill             uint64
 					charges, history stored
-					seal             stored
+					seal, record     stored
 				}
 				var toSeal []*sealing
 				flush := func() {
@@ -454,7 +460,22 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 							b.Error(err)
 							return
 						}
-						publish("$KV."+events.BucketJobs+"."+c.id, data)
+						c.record.acked = append(c.record.acked, publish("$KV."+events.BucketJobs+"."+c.id, data))
+					}
+					if archive {
+						<-js.PublishAsyncComplete()
+						for _, c := range toSeal {
+							rev, ok := seqs(c.record)
+							if !ok {
+								return
+							}
+							data, err := events.ArchiveMessage(c.rec, rev[0])
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							publish(events.ArchiveSubject, data)
+						}
 					}
 					toSeal = toSeal[:0]
 					<-js.PublishAsyncComplete()
@@ -531,7 +552,25 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 		}
 		wg.Wait()
 	}
-	fill(0, cutoff, true)
+	fill(0, archived, true, true)
+	if archived > 0 {
+		// Archived: off the bucket (which holds no other records yet).
+		js, err := jetstream.New(bus.Conn())
+		if err != nil {
+			b.Fatal(err)
+		}
+		kv, err := js.Stream(ctx, "KV_"+events.BucketJobs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		err = kv.Purge(pctx)
+		cancel()
+		if err != nil {
+			b.Fatalf("purging the archived records from the bucket: %v", err)
+		}
+	}
+	fill(archived, cutoff, true, false)
 	if cutoff > 0 {
 		// Sealed: off their own subjects.
 		st, err := jetstream.New(bus.Conn())
@@ -550,8 +589,8 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 			b.Fatalf("purging the sealed jobs' subjects: %v", err)
 		}
 	}
-	fill(cutoff, n, false)
-	b.Logf("%d finished jobs' charges and histories sealed, %d on their own subjects", cutoff, n-cutoff)
+	fill(cutoff, n, false, false)
+	b.Logf("%d finished jobs' charges and histories sealed (%d of them archived), %d on their own subjects", cutoff, archived, n-cutoff)
 	if js, err := jetstream.New(bus.Conn()); err == nil {
 		if st, err := js.Stream(ctx, events.StreamJobs); err == nil {
 			if info, err := st.Info(ctx); err == nil {

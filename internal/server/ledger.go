@@ -68,8 +68,14 @@ func (s *Server) writeLedger(ctx context.Context, wg *sync.WaitGroup) {
 // once).
 const sealBatch = 100_000
 
+// archiveBatch is the most jobs one round archives (a few round trips
+// to the store each: a store with many to archive is brought down over a
+// round a second).
+const archiveBatch = 10_000
+
 // sealLedger seals the charges of the jobs whose bills are final, then
-// their histories (see ledger.Sealer), every retention interval while this server's term
+// their histories (see ledger.Sealer), then archives the records of those
+// finished a day ago (api.Service.Archive), every retention interval while this server's term
 // lasts. The first round waits two leases' time, for the server whose
 // term ended before this one's (its writer may be reading old versions
 // still) to have stopped.
@@ -94,7 +100,14 @@ func (s *Server) sealLedger(ctx context.Context) {
 		sealed(n, err, "jobs' charges", &s.sealedJobs, &s.unsealedJobs, &sealer.Left)
 		h, err := sealer.Histories(ctx, sealBatch)
 		sealed(h, err, "jobs' histories", &s.sealedHistories, &s.unsealedHistories, &sealer.HistoriesLeft)
-		if n >= sealBatch || h >= sealBatch {
+		// Then the records of the jobs finished a day ago, whose
+		// charges and histories are sealed: off the job bucket.
+		a, err := s.api.Archive(ctx, archiveBatch)
+		s.archivedJobs.Add(int64(a))
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("archiving finished jobs' records", zap.Error(err))
+		}
+		if n >= sealBatch || h >= sealBatch || a >= archiveBatch {
 			return time.Second // more may be due
 		}
 		return s.cfg.Retention.Interval.D()

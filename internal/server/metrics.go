@@ -34,6 +34,9 @@ func (s *Server) registry() (*prometheus.Registry, error) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "spotwise", Subsystem: "jobs", Name: "sealed_histories_total",
 			Help: "Jobs whose history this server sealed: moved off their own subject of the jobs stream, long after they finished."},
 			func() float64 { return float64(s.sealedHistories.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "spotwise", Subsystem: "jobs", Name: "archived_total",
+			Help: "Finished jobs whose records this server archived: moved off the job bucket to the archive stream, a day after they finished."},
+			func() float64 { return float64(s.archivedJobs.Load()) }),
 		&leaderGauge{leader: func() bool { return s.role() == RoleLeader }, value: func() (float64, bool) {
 			n := s.unsealedHistories.Load()
 			return float64(n), n >= 0

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spotwise/spotwise/api"
+	"github.com/spotwise/spotwise/events"
 	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/job"
 )
@@ -24,9 +26,10 @@ func eventLines(v *api.JobView) []string {
 
 // An hour of the scheduler's clock after a job finished for good, the
 // scheduling server seals its history: the job's own subject leaves the
-// stream and its record names the seal. A user sees nothing of it: the
-// job's page lists the same events, and so it does after a restart,
-// when the server's copy of job pages is made again from the stream.
+// stream and its record names the seal; a day after, its record leaves
+// the job bucket for the archive. A user sees nothing of it: the job's
+// page lists the same events, and so it does after a restart, when the
+// server's copy of job pages is made again from the stores.
 func TestFinishedJobsHistoriesAreSealed(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	cfg.Retention.Interval = job.Duration(time.Second) // the sealer's rounds
@@ -110,6 +113,25 @@ func TestFinishedJobsHistoriesAreSealed(t *testing.T) {
 		}
 	}
 	same(c, "once sealed")
+
+	// A day of the scheduler's clock after they finished, their records
+	// leave the job bucket for the archive; their pages read the same.
+	testutil.CheckFor(t, 180*time.Second, 200*time.Millisecond, func() error {
+		for _, id := range ids {
+			if _, _, err := s.Bus().Jobs().Get(ctx, id); !errors.Is(err, events.ErrNotFound) {
+				return fmt.Errorf("job %s's record is still in the job bucket (%v)", id, err)
+			}
+		}
+		var archived float64
+		for _, l := range strings.Split(getText(t, s, "/metrics"), "\n") {
+			fmt.Sscanf(l, "spotwise_jobs_archived_total %g", &archived)
+		}
+		if archived < float64(len(ids)) {
+			return fmt.Errorf("the metrics say %v records archived", archived)
+		}
+		return nil
+	})
+	same(c, "once archived")
 	s.Close()
 	s = startServer(t, cfg)
 	same(clientOf(s), "after a restart")

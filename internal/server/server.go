@@ -70,6 +70,9 @@ type Server struct {
 	// sealedHistories and unsealedHistories are the same for the jobs'
 	// histories.
 	sealedHistories, unsealedHistories atomic.Int64
+	// archivedJobs counts the finished jobs whose records this server
+	// archived (api.Service.Archive).
+	archivedJobs atomic.Int64
 	// ledgerWriter is the cost ledger's writer of this server's latest
 	// term (nil before one).
 	ledgerWriter atomic.Pointer[ledger.Writer]
