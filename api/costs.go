@@ -169,7 +169,7 @@ func (s *Service) Costs(ctx context.Context, q CostQuery) (*CostSeries, error) {
 		if q.Team != "" && e.teamName() != q.Team {
 			continue
 		}
-		for _, g := range e.open() {
+		for _, g := range s.ix.open(e) {
 			if out.add(q, g, n, now) {
 				jobs[e.id()] = true
 			}
@@ -290,7 +290,7 @@ func (c *CostSeries) saved(q CostQuery, s *Service, e *entry, n int, now time.Ti
 	if e.baseline <= 0 || fin.IsZero() || fin.Before(q.From) || !fin.Before(q.To) {
 		return
 	}
-	cost := e.costAt(now)
+	cost := s.ix.costAt(e, now)
 	team := e.teamName()
 	last := ledger.Dims{Team: team}
 	if p := e.lastPlacement(); p != nil {
@@ -414,7 +414,7 @@ func (s *Service) TeamSpend(team string, since time.Time) money.Micros {
 		if e.teamName() != team {
 			continue
 		}
-		for _, g := range e.open() {
+		for _, g := range s.ix.open(e) {
 			spent += g.cost(now) - g.cost(since)
 		}
 	}

@@ -38,10 +38,11 @@ type index struct {
 	// jobs does not walk the finished ones.
 	order  jobOrder
 	active jobOrder
-	// growing are the entries whose cost still grows (entry.growing set):
-	// what a team's spend so far adds up beside the ledger, without a walk
-	// over every job.
-	growing map[*entry]struct{}
+	// growing holds, for each entry whose cost still grows (entry.grows
+	// set), what it takes to work it out at any time: what a team's spend
+	// so far adds up beside the ledger, without a walk over every job. It
+	// is kept here, not in the entry: most entries are of finished jobs.
+	growing map[*entry]*growingCost
 	ready   chan struct{}
 	// deleted, when set, is told of every job removed from the bucket.
 	deleted func(id string)
@@ -66,17 +67,16 @@ type entry struct {
 	// submitted orders the entry; finished is when the job finished
 	// (zero while it is not).
 	submitted, finished int64
-	name, team          unique.Handle[string]
-	placement           unique.Handle[job.Placement] // zero: none yet
+	// named is the job's name and team, kept once for every job with the
+	// same two.
+	named     unique.Handle[nameTeam]
+	placement unique.Handle[job.Placement] // zero: none yet
 	// cost is, for a job whose cost no longer grows (see costNow), its
 	// whole cost; otherwise what its ended attempts cost.
 	cost money.Micros
 	// baseline is the job's on-demand baseline (job.Status.BaselineCost).
 	baseline money.Micros
 	progress float64
-	// growing, set while the job's cost grows with time, holds what it
-	// takes to work it out at any time.
-	growing *growingCost
 	// archived is where the job's record is in the archive (0: not
 	// archived; see events.ArchiveJob), read when the bucket holds none.
 	archived uint64
@@ -87,9 +87,15 @@ type entry struct {
 	// deleted marks a job removed from the bucket; the entry stays so a
 	// late change cannot bring it back, and so a cursor naming it still
 	// has a place in the order.
-	deleted  bool
+	deleted bool
+	// grows is set while the job's cost grows with time (see
+	// index.growing).
+	grows    bool
 	priority int32
 }
+
+// nameTeam is a job's name and team.
+type nameTeam struct{ name, team string }
 
 // MapKey is the entry's key in the index (idmap.Keyed).
 func (e entry) MapKey() idmap.Key { return e.key }
@@ -126,14 +132,16 @@ func (e *entry) finishedAt() time.Time {
 
 func (e *entry) jobState() job.State { return job.States[e.state] }
 
-func (e *entry) teamName() string { return e.team.Value() }
+func (e *entry) teamName() string { return e.named.Value().team }
 
-// open are the job's charges still running.
-func (e *entry) open() []spendSegment {
-	if e.growing == nil {
+func (e *entry) name() string { return e.named.Value().name }
+
+// open are a job's charges still running (the index's lock held).
+func (ix *index) open(e *entry) []spendSegment {
+	if !e.grows {
 		return nil
 	}
-	return e.growing.open
+	return ix.growing[e].open
 }
 
 // lastPlacement is where the job runs or last ran (nil: nowhere yet).
@@ -153,7 +161,7 @@ func (ix *index) newEntry(id string) *entry {
 }
 
 func newIndex() *index {
-	return &index{growing: map[*entry]struct{}{}, ready: make(chan struct{})}
+	return &index{growing: map[*entry]*growingCost{}, ready: make(chan struct{})}
 }
 
 // start loads every job into the index, the archived ones (see
@@ -252,8 +260,8 @@ func (ix *index) apply(c events.JobChange) {
 		} else if !e.deleted {
 			ix.unlist(e)
 		}
-		e.rev, e.deleted, e.growing = c.Revision, true, nil
-		ix.track(e)
+		e.rev, e.deleted = c.Revision, true
+		ix.track(e, nil)
 		if ix.deleted != nil {
 			ix.deleted(c.ID)
 		}
@@ -268,8 +276,7 @@ func (ix *index) apply(c events.JobChange) {
 			ix.unlist(e) // listed again below, where it now belongs
 		}
 		e.rev, e.deleted = c.Revision, false
-		e.fill(r)
-		ix.track(e)
+		ix.track(e, e.fill(r))
 		ix.enlist(e)
 		return
 	}
@@ -277,8 +284,7 @@ func (ix *index) apply(c events.JobChange) {
 	// change): only its place among the active jobs may.
 	wasActive := !e.jobState().Terminal()
 	e.rev = c.Revision
-	e.fill(r)
-	ix.track(e)
+	ix.track(e, e.fill(r))
 	switch active := !e.jobState().Terminal(); {
 	case wasActive && !active:
 		ix.active.remove(e)
@@ -287,19 +293,22 @@ func (ix *index) apply(c events.JobChange) {
 	}
 }
 
-// track keeps ix.growing current with an entry just changed.
-func (ix *index) track(e *entry) {
-	if e.growing != nil && !e.deleted {
-		ix.growing[e] = struct{}{}
+// track keeps ix.growing current with an entry just changed: g is what
+// its cost grows by (nil: it no longer grows).
+func (ix *index) track(e *entry, g *growingCost) {
+	e.grows = g != nil && !e.deleted
+	if e.grows {
+		ix.growing[e] = g
 	} else {
 		delete(ix.growing, e)
 	}
 }
 
-// fill sets the entry from a record.
-func (e *entry) fill(r *job.Record) {
+// fill sets the entry from a record, and returns what its cost grows by
+// (nil when it no longer grows; see index.track).
+func (e *entry) fill(r *job.Record) *growingCost {
 	e.submitted = r.Status.SubmittedAt.UnixNano()
-	e.name, e.team = unique.Make(r.Spec.Name), unique.Make(r.Spec.Team)
+	e.named = unique.Make(nameTeam{r.Spec.Name, r.Spec.Team})
 	e.placement = unique.Handle[job.Placement]{}
 	if p := lastPlacement(r); p != nil {
 		e.placement = unique.Make(*p)
@@ -323,15 +332,15 @@ func (e *entry) fill(r *job.Record) {
 	if ck := r.Status.Checkpoint; ck != nil {
 		g.ckptGB = float64(ck.Size) / 1e9
 	}
-	e.growing = nil
 	switch {
 	case !g.launchedAt.IsZero() || len(g.open) > 0 || !g.ckptSince.IsZero() && e.finished == 0:
-		e.growing = g
+		return g
 	case !g.ckptSince.IsZero():
 		// Finished, nothing left running: the cost is what it is once
 		// the checkpoint's storage up to the end is counted.
 		e.cost = g.costAt(e.cost, e.finishedAt(), e.finishedAt())
 	}
+	return nil
 }
 
 // costAt is what a job whose ended attempts cost ended costs as of now
@@ -351,12 +360,12 @@ func (g *growingCost) costAt(ended money.Micros, now, finished time.Time) money.
 	return c
 }
 
-// costAt is the job's cost as of now.
-func (e *entry) costAt(now time.Time) money.Micros {
-	if e.growing == nil {
+// costAt is a job's cost as of now (the index's lock held).
+func (ix *index) costAt(e *entry, now time.Time) money.Micros {
+	if !e.grows {
 		return e.cost
 	}
-	return e.growing.costAt(e.cost, now, e.finishedAt())
+	return ix.growing[e].costAt(e.cost, now, e.finishedAt())
 }
 
 // cache caches a record read from the store at revision rev, unless the
@@ -411,10 +420,6 @@ func (ix *index) list(q Query, now time.Time) (list JobList, ok bool) {
 	if len(q.States) > 0 && len(states) == 0 {
 		return JobList{Jobs: []Summary{}}, true
 	}
-	var team unique.Handle[string]
-	if q.Team != "" {
-		team = unique.Make(q.Team)
-	}
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	order := &ix.order
@@ -439,23 +444,23 @@ func (ix *index) list(q Query, now time.Time) (list JobList, ok bool) {
 		if len(states) > 0 && !slices.Contains(states, e.state) {
 			continue
 		}
-		if q.Team != "" && e.team != team {
+		if q.Team != "" && e.teamName() != q.Team {
 			continue
 		}
-		if q.Name != "" && !strings.Contains(e.name.Value(), q.Name) {
+		if q.Name != "" && !strings.Contains(e.name(), q.Name) {
 			continue
 		}
 		if q.Provider != "" && (e.placement == (unique.Handle[job.Placement]{}) || e.placement.Value().Provider != q.Provider) {
 			continue
 		}
-		if q.Search != "" && !strings.Contains(e.name.Value(), q.Search) && !bytes.HasPrefix(e.key.AppendTo(idBuf[:0]), search) {
+		if q.Search != "" && !strings.Contains(e.name(), q.Search) && !bytes.HasPrefix(e.key.AppendTo(idBuf[:0]), search) {
 			continue
 		}
 		if len(out.Jobs) == limit {
 			out.Next = out.Jobs[len(out.Jobs)-1].ID
 			break
 		}
-		out.Jobs = append(out.Jobs, e.summaryAt(now))
+		out.Jobs = append(out.Jobs, ix.summaryAt(e, now))
 	}
 	return out, true
 }
@@ -513,11 +518,13 @@ func (ix *index) summary(id string, now time.Time) (Summary, bool) {
 	if !ok || e.deleted {
 		return Summary{}, false
 	}
-	return e.summaryAt(now), true
+	return ix.summaryAt(e, now), true
 }
 
-// summaryAt is the entry's summary with its cost as of now.
-func (e *entry) summaryAt(now time.Time) Summary {
-	return Summary{ID: e.id(), Name: e.name.Value(), Team: e.team.Value(), Priority: int(e.priority), State: e.jobState(),
-		Placement: e.lastPlacement(), CostUSD: e.costAt(now), Progress: e.progress, SubmittedAt: e.submittedAt()}
+// summaryAt is an entry's summary with its cost as of now (the index's
+// lock held).
+func (ix *index) summaryAt(e *entry, now time.Time) Summary {
+	nt := e.named.Value()
+	return Summary{ID: e.id(), Name: nt.name, Team: nt.team, Priority: int(e.priority), State: e.jobState(),
+		Placement: e.lastPlacement(), CostUSD: ix.costAt(e, now), Progress: e.progress, SubmittedAt: e.submittedAt()}
 }

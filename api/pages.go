@@ -73,7 +73,9 @@ type pages struct {
 	// called by a compaction once it has taken its snapshot (tests).
 	compacted   int
 	snapshotted func()
-	log         *zap.Logger
+	// onLive, when set, is called once the replay has caught up.
+	onLive func()
+	log    *zap.Logger
 }
 
 // pageFile is one file of the copy and where each job's entries are in it.
@@ -102,16 +104,16 @@ type pageRef struct {
 	events          uint32
 	// bytes is the size of all the job's entries.
 	bytes uint32
-	// broken: an event could not be copied (larger than an entry may
-	// be); the job's pages are read from the store.
-	broken bool
 	// recAt is when the record was copied: recInitial while the index
 	// was loading the store at start, else 2 + seconds since the copy
 	// began (see settledFor).
 	recAt uint32
-	// key is the job's ID, in what would be padding otherwise (64 bytes
-	// in all).
+	// key is the job's ID, in what would be padding otherwise.
 	key idmap.Key
+	// broken: an event could not be copied (larger than an entry may
+	// be); the job's pages are read from the store. (After key: 64
+	// bytes in all, where before it they took 72.)
+	broken bool
 }
 
 // MapKey is the ref's key in the file's table (idmap.Keyed).
@@ -192,12 +194,17 @@ func (p *pages) close() {
 // the stream and nothing has failed.
 func (p *pages) ready() bool { return p != nil && p.live.Load() }
 
-// caughtUp marks the replay as having caught up with the stream.
+// caughtUp marks the replay as having caught up with the stream, and
+// tells onLive (if set).
 func (p *pages) caughtUp() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.err == nil {
+	live := p.err == nil
+	if live {
 		p.live.Store(true)
+	}
+	p.mu.Unlock()
+	if live && p.onLive != nil {
+		p.onLive()
 	}
 }
 

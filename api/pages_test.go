@@ -2,7 +2,9 @@ package api_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/spotwise/spotwise/api"
 	"github.com/spotwise/spotwise/events"
+	"github.com/spotwise/spotwise/internal/testutil"
 	"github.com/spotwise/spotwise/job"
 )
 
@@ -138,5 +141,31 @@ func TestOldJobsPagesComeFromTheLocalCopy(t *testing.T) {
 	// whatever the jobs' clock says): here the store has lost it.
 	if len(v.Events) != 0 {
 		t.Errorf("after the change the page shows %d events: the copy's, not the store's", len(v.Events))
+	}
+}
+
+// A server is told once, when its copy of job pages has caught up with
+// the store at start: the end of what a start reads (the server hands the
+// memory it took back then).
+func TestPagesCopiedIsToldOnce(t *testing.T) {
+	e := newEnv(t)
+	for _, name := range []string{"a", "b"} {
+		e.submit(spec().Name(name))
+	}
+	svc := api.NewService(e.bus, nil, e.clk, nil)
+	var told atomic.Int32
+	svc.OnPagesCopied(func() { told.Add(1) })
+	if err := svc.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if !api.PagesReady(svc) || told.Load() == 0 {
+			return errors.New("the copy of job pages has not caught up, or did not tell")
+		}
+		return nil
+	})
+	e.submit(spec().Name("after"))
+	if n := told.Load(); n != 1 {
+		t.Fatalf("told %d times, want once", n)
 	}
 }

@@ -53,8 +53,8 @@ func (ix *index) removed(ids []string) {
 	gone := 0
 	for _, id := range ids {
 		if e, ok := ix.get(id); ok && !e.deleted {
-			e.deleted, e.growing = true, nil
-			ix.track(e)
+			e.deleted = true
+			ix.track(e, nil)
 			gone++
 			if ix.recs != nil {
 				ix.recs.put(id, nil, e.rev+1)

@@ -34,8 +34,10 @@ type Service struct {
 	pages   *pages
 	pageDir string
 	pageMax int64
-	authn   *auth.Authenticator
-	hub     *hub
+	// pagesCopied is told when the copy of job pages has caught up.
+	pagesCopied func()
+	authn       *auth.Authenticator
+	hub         *hub
 	// market is the price feed's offers, for the dashboard.
 	market *market
 	// ledger is the cost ledger the cost reports read (nil: not open).
@@ -94,6 +96,11 @@ func (s *Service) KeepPages(dir string, maxBytes int64) {
 	s.pageDir, s.pageMax = dir, maxBytes
 }
 
+// OnPagesCopied sets fn to be called once, when the copy of job pages
+// has caught up with the stores at start (the end of what a start
+// reads); before Start.
+func (s *Service) OnPagesCopied(fn func()) { s.pagesCopied = fn }
+
 // PagesCopied says whether old jobs' pages are read from the local copy
 // (see pages): it is kept, and has caught up with the store since start.
 func (s *Service) PagesCopied() bool { return s.pages.ready() }
@@ -121,6 +128,7 @@ func (s *Service) Start(ctx context.Context) error {
 			// Reads ask the store, as they would without the copy.
 			s.log.Warn("keeping no local copy of job pages", zap.Error(err))
 		} else {
+			p.onLive = s.pagesCopied
 			s.pages = p
 			s.ix.pages = p
 			go func() {

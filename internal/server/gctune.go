@@ -212,7 +212,8 @@ func TuneGC(log *zap.Logger) bool {
 			if now != was {
 				set()
 			}
-			if now && q.quiet%tidy == 0 {
+			if tidyDue(now, q.quiet, tidy, tidyAsked.Load()) {
+				tidyAsked.Store(false)
 				if h, ok := readHeap(); ok && float64(h.free) > headroomFor(h.live) {
 					// The runtime would keep them until it next
 					// collects, and then hand them back at its own
@@ -225,6 +226,24 @@ func TuneGC(log *zap.Logger) bool {
 		}
 	}()
 	return true
+}
+
+// tidyAsked is set by TidySoon: the tuner hands free pages back on the
+// next tick the jobs are quiet, not at its next round.
+var tidyAsked atomic.Bool
+
+// TidySoon tells the tuner that work which took memory for a while is
+// over (a start that read a large store: the copy of job pages has caught
+// up): the free pages beyond the headroom go back to the system on the
+// next quiet tick, not up to tidyInterval later, so a server that has
+// just started does not show what its start took while it serves.
+func TidySoon() { tidyAsked.Store(true) }
+
+// tidyDue says whether the tuner hands free pages back on this tick:
+// the jobs are quiet, and have been for a multiple of every ticks, or a
+// tidy was asked for.
+func tidyDue(quiet bool, quietTicks, every int, asked bool) bool {
+	return quiet && (quietTicks%every == 0 || asked)
 }
 
 // tuning is set while TuneGC's tuner runs: one a process. tuner is the

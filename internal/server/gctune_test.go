@@ -121,3 +121,26 @@ func TestTuneGCLeavesGOGC(t *testing.T) {
 		t.Fatal("TuneGC tuned with GOGC set")
 	}
 }
+
+// The tuner hands free pages back every tidyInterval of quiet, and on the
+// first quiet tick after TidySoon (a start's loading is over), never while
+// the jobs are busy.
+func TestTidyDue(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		quiet        bool
+		ticks, every int
+		asked, want  bool
+	}{
+		{"quiet for a round", true, 30, 30, false, true},
+		{"quiet for two", true, 60, 30, false, true},
+		{"quiet, mid-round", true, 7, 30, false, false},
+		{"quiet, mid-round, asked", true, 7, 30, true, true},
+		{"busy, asked", false, 0, 30, true, false},
+		{"busy", false, 0, 30, false, false},
+	} {
+		if got := tidyDue(tt.quiet, tt.ticks, tt.every, tt.asked); got != tt.want {
+			t.Errorf("%s: tidyDue = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

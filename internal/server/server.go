@@ -132,6 +132,9 @@ func (s *Server) start(ctx, rctx context.Context) error {
 	// there is one (with an external NATS and no data directory, in the
 	// temporary directory).
 	s.api.KeepPages(cmp.Or(cfg.PageCopy.Dir, cfg.DataDir), cfg.PageCopy.MaxBytes)
+	// The copy's replay is the last of what a start reads: what it took
+	// goes back to the system at once (when the collector is tuned).
+	s.api.OnPagesCopied(TidySoon)
 	if err := s.startIndex(ctx, rctx); err != nil {
 		return err
 	}
