@@ -44,15 +44,7 @@ func TestArchivedJobReadsAsBefore(t *testing.T) {
 	e := newEnv(t)
 	ctx := asOp(t.Context())
 	running := startBareService(t, e) // started before the archiving
-	submit := func(name string) string {
-		t.Helper()
-		res, err := e.svc.Submit(ctx, spec().Name(name).YAML(), "", "test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.clk.Advance(time.Minute)
-		return res.Job.ID
-	}
+	submit := e.submitEveryMinute
 	old, unsealed, live := submit("old"), submit("unsealed"), submit("live")
 	for _, id := range []string{old, unsealed} {
 		if _, err := e.svc.Cancel(ctx, id, "done"); err != nil {

@@ -294,3 +294,16 @@ func ids(jobs []api.Summary) []string {
 	}
 	return out
 }
+
+// submitEveryMinute submits a job named name through the service as an
+// operator, then moves the clock on a minute (so jobs submitted one after
+// the other are a minute apart), and returns its ID.
+func (e *env) submitEveryMinute(name string) string {
+	e.t.Helper()
+	res, err := e.svc.Submit(asOp(e.t.Context()), spec().Name(name).YAML(), "", "test")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.clk.Advance(time.Minute)
+	return res.Job.ID
+}

@@ -17,15 +17,7 @@ import (
 func TestRetentionRemovesOnlyFinishedJobsPastItsLimits(t *testing.T) {
 	e := newEnv(t)
 	ctx := asOp(t.Context())
-	submit := func(name string) string {
-		t.Helper()
-		res, err := e.svc.Submit(ctx, spec().Name(name).YAML(), "", "test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.clk.Advance(time.Minute)
-		return res.Job.ID
-	}
+	submit := e.submitEveryMinute
 	cancel := func(id string) {
 		t.Helper()
 		if _, err := e.svc.Cancel(ctx, id, "done"); err != nil {
