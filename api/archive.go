@@ -89,25 +89,19 @@ func archivable(r *job.Record, now time.Time) bool {
 // and moves the cursor past the last job it looked at (back to the start
 // once it got to the end).
 func (ix *index) archivable(from *archiveCursor, cutoff time.Time, limit int) []string {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
 	var out []string
-	last, end := archiveCursor{}, true
-	for e := range ix.order.all() {
-		if from.set && cmpKey(e.submitted, e.key, from.at, from.key) <= 0 {
-			continue
-		}
+	end := true
+	ix.walk(from.set, from.at, from.key, func(e *entry) bool {
 		if len(out) == limit {
 			end = false
-			break
+			return false
 		}
-		last = archiveCursor{at: e.submitted, key: e.key, set: true}
-		if e.deleted || e.finished == 0 || e.archived != 0 || !e.finishedAt().Before(cutoff) {
-			continue
+		*from = archiveCursor{at: e.submitted, key: e.key, set: true}
+		if !e.deleted && e.finished != 0 && e.archived == 0 && e.finishedAt().Before(cutoff) {
+			out = append(out, e.id())
 		}
-		out = append(out, e.id())
-	}
-	*from = last
+		return true
+	})
 	if end {
 		*from = archiveCursor{}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spotwise/spotwise/auth"
+	"github.com/spotwise/spotwise/internal/idmap"
 	"github.com/spotwise/spotwise/job"
 	"github.com/spotwise/spotwise/ledger"
 	"github.com/spotwise/spotwise/money"
@@ -164,10 +165,9 @@ func (s *Service) Costs(ctx context.Context, q CostQuery) (*CostSeries, error) {
 	} else {
 		out.Note = "the ledger is not open: only what running jobs have run up is shown"
 	}
-	s.ix.mu.RLock()
-	for e := range s.ix.order.all() {
+	s.ix.walk(false, 0, idmap.Key{}, func(e *entry) bool {
 		if q.Team != "" && e.teamName() != q.Team {
-			continue
+			return true
 		}
 		for _, g := range s.ix.open(e) {
 			if out.add(q, g, n, now) {
@@ -175,8 +175,8 @@ func (s *Service) Costs(ctx context.Context, q CostQuery) (*CostSeries, error) {
 			}
 		}
 		out.saved(q, s, e, n, now)
-	}
-	s.ix.mu.RUnlock()
+		return true
+	})
 	out.Jobs = len(jobs)
 	slices.SortFunc(out.Groups, func(a, b CostGroup) int {
 		if a.Total != b.Total {

@@ -155,10 +155,22 @@ func (o *jobOrder) deleteFunc(del func(*entry) bool) {
 func (o *jobOrder) pack() { o.deleteFunc(func(*entry) bool { return false }) }
 
 // all yields the entries oldest first.
-func (o *jobOrder) all() iter.Seq[*entry] {
+func (o *jobOrder) all() iter.Seq[*entry] { return o.after(false, 0, idmap.Key{}) }
+
+// after yields, oldest first, the entries ordered after a job submitted at
+// at with ID id (which need not be in the order); every entry when from
+// is false.
+func (o *jobOrder) after(from bool, at int64, id idmap.Key) iter.Seq[*entry] {
 	return func(yield func(*entry) bool) {
-		for _, ch := range o.chunks {
-			for _, e := range ch {
+		ci, i := 0, 0
+		if from {
+			var found bool
+			if ci, i, found = o.find(at, id); found {
+				i++
+			}
+		}
+		for ; ci < len(o.chunks); ci, i = ci+1, 0 {
+			for _, e := range o.chunks[ci][i:] {
 				if !yield(e) {
 					return
 				}

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"github.com/spotwise/spotwise/internal/idmap"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestJobOrderKeepsEveryJobInOrder puts jobs in and takes them out of an
@@ -79,6 +81,13 @@ func TestJobOrderKeepsEveryJobInOrder(t *testing.T) {
 					if g := slices.Collect(o.before(true, at, id)); !slices.Equal(g, w) {
 						t.Fatalf("step %d: %d jobs before (%d, %s), want %d", step, len(g), at, id, len(w))
 					}
+					j, found := slices.BinarySearchFunc(want, &entry{submitted: at, key: id}, cmp)
+					if found {
+						j++
+					}
+					if g := slices.Collect(o.after(true, at, id)); !slices.Equal(g, want[j:]) {
+						t.Fatalf("step %d: %d jobs after (%d, %s), want %d", step, len(g), at, id, len(want)-j)
+					}
 				}
 				all := slices.Clone(want)
 				slices.Reverse(all)
@@ -123,6 +132,70 @@ func TestJobOrderKeepsEveryJobInOrder(t *testing.T) {
 	}
 }
 
+// TestWalkLetsWritersInBetweenSlices walks an index of three slices' worth
+// of jobs and, at the end of the first slice, has a writer wait for the
+// index's lock: the walk must let it in before its second slice (a walk
+// holding the lock throughout never would, and the test would time out),
+// and then see the job the writer added ahead of it but not the one added
+// behind it, every other job once, oldest first.
+func TestWalkLetsWritersInBetweenSlices(t *testing.T) {
+	var ix index
+	mk := func(i int) *entry {
+		return &entry{key: idmap.KeyOf(fmt.Sprintf("j-%07d", i)), submitted: int64(10 * i)}
+	}
+	var want []*entry
+	for i := range 3 * walkSlice {
+		e := mk(i)
+		ix.order.insert(e)
+		want = append(want, e)
+	}
+	behind, ahead := mk(5), &entry{key: idmap.KeyOf("j-x"), submitted: int64(10*2*walkSlice + 5)}
+	wrote := make(chan struct{})
+	var got []*entry
+	ix.walk(false, 0, idmap.Key{}, func(e *entry) bool {
+		switch len(got) {
+		case walkSlice - 1:
+			go func() {
+				ix.mu.Lock()
+				ix.order.insert(behind)
+				ix.order.insert(ahead)
+				ix.mu.Unlock()
+				close(wrote)
+			}()
+			// Until the writer waits for the lock (a reader can no
+			// longer take it beside the walk).
+			for ix.mu.TryRLock() {
+				ix.mu.RUnlock()
+				runtime.Gosched()
+			}
+		case walkSlice:
+			select {
+			case <-wrote:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the writer did not get the lock between the walk's slices")
+			}
+		}
+		got = append(got, e)
+		return true
+	})
+	want = slices.Insert(want, 2*walkSlice+1, ahead)
+	if !slices.Equal(got, want) {
+		t.Fatalf("walked %d entries, want %d (the one added ahead, not the one behind)", len(got), len(want))
+	}
+	// Stopping early stops the walk.
+	n := 0
+	ix.walk(true, want[10].submitted, want[10].key, func(e *entry) bool {
+		if e != want[11+n] {
+			t.Fatalf("walk from the 11th job: entry %d is not the next in order", n)
+		}
+		n++
+		return n < walkSlice+3
+	})
+	if n != walkSlice+3 {
+		t.Fatalf("walk stopped after %d entries, want %d", n, walkSlice+3)
+	}
+}
+
 // BenchmarkJobOrderChurnMillion is one change to a running job's
 // record in an index listing a million jobs: what every lifecycle input
 // costs the listing index.
@@ -138,5 +211,25 @@ func BenchmarkJobOrderChurnMillion(b *testing.B) {
 		e := es[rng.IntN(len(es))]
 		o.remove(e)
 		o.insert(e)
+	}
+}
+
+// BenchmarkArchiveRoundMillion is one archiver round over an index of a
+// million finished jobs none of which is due (the usual round once the
+// archive has caught up): it walks them all, walkSlice at a time, so the
+// longest the index's lock is held is about this over
+// 1,000,000/walkSlice.
+func BenchmarkArchiveRoundMillion(b *testing.B) {
+	var ix index
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 1_000_000 {
+		ix.order.insert(&entry{key: idmap.KeyOf(fmt.Sprintf("j-%08d", i)), submitted: int64(i), finished: now.UnixNano()})
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		var from archiveCursor
+		if ids := ix.archivable(&from, now.Add(-time.Hour), 10_000); len(ids) != 0 {
+			b.Fatalf("%d due", len(ids))
+		}
 	}
 }

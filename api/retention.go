@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/spotwise/spotwise/internal/idmap"
 )
 
 // Retention is how long finished jobs stay in the store: a finished job
@@ -74,29 +76,30 @@ func (ix *index) removed(ids []string) {
 // expired lists up to limit finished jobs the retention no longer keeps,
 // oldest first.
 func (ix *index) expired(r Retention, now time.Time, limit int) []string {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
 	over := 0
 	if r.MaxJobs > 0 {
 		// Every listed job not active has finished.
+		ix.mu.RLock()
 		over = ix.order.Len() - ix.active.Len() - r.MaxJobs
+		ix.mu.RUnlock()
 	}
 	var out []string
-	for e := range ix.order.all() {
+	ix.walk(false, 0, idmap.Key{}, func(e *entry) bool {
 		if len(out) == limit {
-			break
+			return false
 		}
 		if e.deleted || e.finished == 0 {
-			continue
+			return true
 		}
 		switch {
 		case over > 0:
 			over--
 		case r.MaxAge > 0 && now.Sub(e.finishedAt()) > r.MaxAge:
 		default:
-			continue
+			return true
 		}
 		out = append(out, e.id())
-	}
+		return true
+	})
 	return out
 }
