@@ -38,6 +38,8 @@ type index struct {
 	// jobs does not walk the finished ones.
 	order  jobOrder
 	active jobOrder
+	// teams gives each team its bit in both orders' chunk masks.
+	teams teamBits
 	// growing holds, for each entry whose cost still grows (entry.grows
 	// set), what it takes to work it out at any time: what a team's spend
 	// so far adds up beside the ledger, without a walk over every job. It
@@ -161,7 +163,9 @@ func (ix *index) newEntry(id string) *entry {
 }
 
 func newIndex() *index {
-	return &index{growing: map[*entry]*growingCost{}, ready: make(chan struct{})}
+	ix := &index{growing: map[*entry]*growingCost{}, ready: make(chan struct{})}
+	ix.order.bits, ix.active.bits = &ix.teams, &ix.teams
+	return ix
 }
 
 // start loads every job into the index, the archived ones (see
@@ -438,9 +442,17 @@ func (ix *index) list(q Query, now time.Time) (list JobList, ok bool) {
 		}
 	}
 	out := JobList{Jobs: []Summary{}}
+	team := anyTeam
+	if q.Team != "" && order.bits != nil {
+		bit, seen := order.bits.lookup(q.Team)
+		if !seen {
+			return out, true // no job of the team was ever listed
+		}
+		team = bit
+	}
 	var idBuf [64]byte
 	search := []byte(q.Search)
-	for e := range order.before(q.After != "", at, after) {
+	for e := range order.before(q.After != "", at, after, team) {
 		if len(states) > 0 && !slices.Contains(states, e.state) {
 			continue
 		}

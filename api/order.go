@@ -18,9 +18,66 @@ const orderChunk = 512
 // move of every job listed after it: with a million jobs listed, one
 // slice would copy megabytes of pointers (each through the garbage
 // collector's write barrier) on every change.
+//
+// Each chunk has a mask of the teams of its jobs (teamBits), so that a
+// listing of one team's jobs passes over the chunks that hold none of
+// them: a small team's page in a store of a million jobs of other teams
+// reads a few chunks, not every job.
 type jobOrder struct {
 	chunks [][]*entry
-	n      int
+	// masks holds each chunk's teams' bits: at least those of the jobs in
+	// it (a job taken out leaves its bit until the chunk is rebuilt).
+	masks []uint64
+	n     int
+	// bits numbers the teams; nil: every job has every bit (no chunk is
+	// ever passed over).
+	bits *teamBits
+}
+
+// anyTeam is the mask that passes over no chunk.
+const anyTeam = ^uint64(0)
+
+// teamBits gives each team a bit of the chunks' masks: the first 64 teams
+// seen a bit of their own, later ones share (a chunk's bit then says it
+// may hold the team's jobs, as a Bloom filter's does). Its map is written
+// under the index's write lock only.
+type teamBits struct{ m map[string]uint64 }
+
+// of is a team's bit, given one if it has none.
+func (t *teamBits) of(team string) uint64 {
+	b, ok := t.m[team]
+	if !ok {
+		if t.m == nil {
+			t.m = map[string]uint64{}
+		}
+		b = 1 << (len(t.m) % 64)
+		t.m[team] = b
+	}
+	return b
+}
+
+// lookup is a team's bit; ok is false for a team no job was ever listed
+// with.
+func (t *teamBits) lookup(team string) (bit uint64, ok bool) {
+	bit, ok = t.m[team]
+	return bit, ok
+}
+
+// bit is e's team's bit in this order's masks.
+func (o *jobOrder) bit(e *entry) uint64 {
+	if o.bits == nil {
+		return anyTeam
+	}
+	return o.bits.of(e.teamName())
+}
+
+// maskOf is the exact mask of a chunk's jobs.
+func (o *jobOrder) maskOf(ch []*entry) uint64 {
+	var m uint64
+	for _, e := range ch {
+		m |= o.bit(e)
+	}
+	return m
 }
 
 // cmpKey orders jobs by submission time (Unix nanoseconds), then ID.
@@ -63,6 +120,7 @@ func (o *jobOrder) find(at int64, id idmap.Key) (ci, i int, found bool) {
 func (o *jobOrder) insert(e *entry) {
 	if len(o.chunks) == 0 {
 		o.chunks = [][]*entry{append(make([]*entry, 0, orderChunk), e)}
+		o.masks = []uint64{o.bit(e)}
 		o.n++
 		return
 	}
@@ -71,8 +129,11 @@ func (o *jobOrder) insert(e *entry) {
 		// The newest job: the common case, an append.
 		if len(last) == orderChunk {
 			o.chunks = append(o.chunks, make([]*entry, 0, orderChunk))
+			o.masks = append(o.masks, 0)
 		}
-		o.chunks[len(o.chunks)-1] = append(o.chunks[len(o.chunks)-1], e)
+		lc := len(o.chunks) - 1
+		o.chunks[lc] = append(o.chunks[lc], e)
+		o.masks[lc] |= o.bit(e)
 		o.n++
 		return
 	}
@@ -84,6 +145,7 @@ func (o *jobOrder) insert(e *entry) {
 	o.n++
 	if len(ch) <= orderChunk {
 		o.chunks[ci] = ch
+		o.masks[ci] |= o.bit(e)
 		return
 	}
 	// Split a full chunk in two halves, each with room to grow.
@@ -92,6 +154,8 @@ func (o *jobOrder) insert(e *entry) {
 	hi := append(make([]*entry, 0, orderChunk), ch[half:]...)
 	o.chunks[ci] = lo
 	o.chunks = slices.Insert(o.chunks, ci+1, hi)
+	o.masks[ci] = o.maskOf(lo)
+	o.masks = slices.Insert(o.masks, ci+1, o.maskOf(hi))
 }
 
 func (o *jobOrder) remove(e *entry) {
@@ -103,6 +167,7 @@ func (o *jobOrder) remove(e *entry) {
 	ch := slices.Delete(o.chunks[ci], i, i+1)
 	if len(ch) == 0 {
 		o.chunks = slices.Delete(o.chunks, ci, ci+1)
+		o.masks = slices.Delete(o.masks, ci, ci+1)
 		return
 	}
 	o.chunks[ci] = ch
@@ -117,6 +182,9 @@ func (o *jobOrder) deleteFunc(del func(*entry) bool) {
 	// position: a chunk is written only once it has been read, or at or
 	// before the place being read.
 	wc, wi := 0, 0
+	// A written chunk's mask is that of the chunks its jobs came from:
+	// perhaps more than its jobs' own, never less.
+	masks := make([]uint64, len(o.chunks))
 	for rc := range o.chunks {
 		ch := o.chunks[rc]
 		for _, e := range ch {
@@ -126,6 +194,7 @@ func (o *jobOrder) deleteFunc(del func(*entry) bool) {
 			if wi == orderChunk {
 				wc, wi = wc+1, 0
 			}
+			masks[wc] |= o.masks[rc]
 			dst := o.chunks[wc]
 			if wi >= len(dst) {
 				if wi >= cap(dst) { // every chunk is made with room for orderChunk
@@ -140,7 +209,7 @@ func (o *jobOrder) deleteFunc(del func(*entry) bool) {
 	}
 	if wi == 0 {
 		clear(o.chunks)
-		o.chunks, o.n = nil, 0
+		o.chunks, o.masks, o.n = nil, nil, 0
 		return
 	}
 	last := o.chunks[wc]
@@ -148,6 +217,7 @@ func (o *jobOrder) deleteFunc(del func(*entry) bool) {
 	o.chunks[wc] = last[:wi]
 	clear(o.chunks[wc+1:])
 	o.chunks = o.chunks[:wc+1]
+	o.masks = masks[:wc+1]
 	o.n = wc*orderChunk + wi
 }
 
@@ -181,8 +251,9 @@ func (o *jobOrder) after(from bool, at int64, id idmap.Key) iter.Seq[*entry] {
 
 // before yields, newest first, the entries ordered before a job submitted
 // at at with ID id (which need not be in the order); every entry when
-// from is false.
-func (o *jobOrder) before(from bool, at int64, id idmap.Key) iter.Seq[*entry] {
+// from is false. It passes over the chunks whose mask shares no bit with
+// team (anyTeam: none is passed over).
+func (o *jobOrder) before(from bool, at int64, id idmap.Key, team uint64) iter.Seq[*entry] {
 	return func(yield func(*entry) bool) {
 		if len(o.chunks) == 0 {
 			return
@@ -193,10 +264,12 @@ func (o *jobOrder) before(from bool, at int64, id idmap.Key) iter.Seq[*entry] {
 			ci, i, _ = o.find(at, id)
 		}
 		for ; ci >= 0; ci-- {
-			ch := o.chunks[ci]
-			for i--; i >= 0; i-- {
-				if !yield(ch[i]) {
-					return
+			if o.masks[ci]&team != 0 {
+				ch := o.chunks[ci]
+				for i--; i >= 0; i-- {
+					if !yield(ch[i]) {
+						return
+					}
 				}
 			}
 			if ci > 0 {

@@ -8,6 +8,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unique"
+
+	"github.com/spotwise/spotwise/job"
 )
 
 // TestJobOrderKeepsEveryJobInOrder puts jobs in and takes them out of an
@@ -29,7 +32,18 @@ func TestJobOrderKeepsEveryJobInOrder(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, uint64(len(tc.name))))
-			var o jobOrder
+			o := jobOrder{bits: &teamBits{}}
+			// Teams: two large, one rare; the masks must never hide a
+			// job of any of them.
+			teamOf := func() string {
+				switch r := rng.IntN(100); {
+				case r < 2:
+					return "rare"
+				case r < 60:
+					return "vision"
+				}
+				return "speech"
+			}
 			var want []*entry
 			newest := int64(1_000)
 			cmp := func(a, b *entry) int { return cmpKey(a.submitted, a.key, b.submitted, b.key) }
@@ -47,7 +61,7 @@ func TestJobOrderKeepsEveryJobInOrder(t *testing.T) {
 						newest += 1 + rng.Int64N(3)
 						at = newest
 					}
-					e := &entry{key: idmap.KeyOf(fmt.Sprintf("j-%06d", rng.IntN(1_000_000))), submitted: at}
+					e := &entry{key: idmap.KeyOf(fmt.Sprintf("j-%06d", rng.IntN(1_000_000))), submitted: at, named: unique.Make(nameTeam{"train", teamOf()})}
 					if _, dup := slices.BinarySearchFunc(want, e, cmp); dup {
 						continue
 					}
@@ -78,7 +92,7 @@ func TestJobOrderKeepsEveryJobInOrder(t *testing.T) {
 					i, _ := slices.BinarySearchFunc(want, &entry{submitted: at, key: id}, cmp)
 					w := slices.Clone(want[:i])
 					slices.Reverse(w)
-					if g := slices.Collect(o.before(true, at, id)); !slices.Equal(g, w) {
+					if g := slices.Collect(o.before(true, at, id, anyTeam)); !slices.Equal(g, w) {
 						t.Fatalf("step %d: %d jobs before (%d, %s), want %d", step, len(g), at, id, len(w))
 					}
 					j, found := slices.BinarySearchFunc(want, &entry{submitted: at, key: id}, cmp)
@@ -91,12 +105,14 @@ func TestJobOrderKeepsEveryJobInOrder(t *testing.T) {
 				}
 				all := slices.Clone(want)
 				slices.Reverse(all)
-				if g := slices.Collect(o.before(false, 0, idmap.Key{})); !slices.Equal(g, all) {
+				if g := slices.Collect(o.before(false, 0, idmap.Key{}, anyTeam)); !slices.Equal(g, all) {
 					t.Fatalf("step %d: newest first lists %d, want %d", step, len(g), len(all))
 				}
+				checkTeams(t, &o, want, fmt.Sprintf("step %d", step))
 			}
 			packed := func(when string) {
 				t.Helper()
+				checkTeams(t, &o, want, when)
 				if got := slices.Collect(o.all()); o.Len() != len(want) || !slices.Equal(got, want) {
 					t.Fatalf("after %s: %d (Len %d), want %d", when, len(got), o.Len(), len(want))
 				}
@@ -113,7 +129,7 @@ func TestJobOrderKeepsEveryJobInOrder(t *testing.T) {
 			packed("deleteFunc")
 			// Still an order: inserts and removals go on working.
 			for i := range 300 {
-				e := &entry{key: idmap.KeyOf(fmt.Sprintf("j-%07d", i)), submitted: int64(i * 7)}
+				e := &entry{key: idmap.KeyOf(fmt.Sprintf("j-%07d", i)), submitted: int64(i * 7), named: unique.Make(nameTeam{"train", teamOf()})}
 				if _, dup := slices.BinarySearchFunc(want, e, cmp); dup {
 					continue
 				}
@@ -129,6 +145,43 @@ func TestJobOrderKeepsEveryJobInOrder(t *testing.T) {
 				t.Fatalf("after deleting all: Len %d, %d chunks", o.Len(), len(o.chunks))
 			}
 		})
+	}
+}
+
+// checkTeams checks that each chunk's mask holds the bits of its jobs'
+// teams, and that the order filtered by one team's mask still lists every
+// job of that team, newest first.
+func checkTeams(t *testing.T, o *jobOrder, want []*entry, when string) {
+	t.Helper()
+	if len(o.masks) != len(o.chunks) {
+		t.Fatalf("%s: %d masks for %d chunks", when, len(o.masks), len(o.chunks))
+	}
+	for ci, ch := range o.chunks {
+		for _, e := range ch {
+			if o.masks[ci]&o.bits.of(e.teamName()) == 0 {
+				t.Fatalf("%s: chunk %d's mask %b misses team %s", when, ci, o.masks[ci], e.teamName())
+			}
+		}
+	}
+	for _, team := range []string{"rare", "vision", "speech"} {
+		bit, ok := o.bits.lookup(team)
+		if !ok {
+			continue
+		}
+		var w, g []*entry
+		for _, e := range slices.Backward(want) {
+			if e.teamName() == team {
+				w = append(w, e)
+			}
+		}
+		for e := range o.before(false, 0, idmap.Key{}, bit) {
+			if e.teamName() == team {
+				g = append(g, e)
+			}
+		}
+		if !slices.Equal(g, w) {
+			t.Fatalf("%s: team %s's jobs through its mask: %d, want %d", when, team, len(g), len(w))
+		}
 	}
 }
 
@@ -230,6 +283,30 @@ func BenchmarkArchiveRoundMillion(b *testing.B) {
 		var from archiveCursor
 		if ids := ix.archivable(&from, now.Add(-time.Hour), 10_000); len(ids) != 0 {
 			b.Fatalf("%d due", len(ids))
+		}
+	}
+}
+
+// BenchmarkListTeamMillion lists the first page of one small team's jobs
+// (a job in 10,000) in an index of a million finished jobs of 20 teams:
+// what a team member's list costs on a large store.
+func BenchmarkListTeamMillion(b *testing.B) {
+	ix := newIndex()
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 1_000_000 {
+		team := fmt.Sprintf("team-%d", i%20)
+		if i%10_000 == 0 {
+			team = "small"
+		}
+		e := &entry{key: idmap.KeyOf(fmt.Sprintf("j-%08d", i)), submitted: int64(i), finished: now.UnixNano(),
+			named: unique.Make(nameTeam{name: "train", team: team}), state: uint8(slices.Index(job.States, job.Succeeded))}
+		ix.order.insert(e)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		l, _ := ix.list(Query{Team: "small"}, now)
+		if len(l.Jobs) != 100 {
+			b.Fatalf("%d jobs", len(l.Jobs))
 		}
 	}
 }
