@@ -286,14 +286,21 @@ func (ix *index) apply(c events.JobChange) {
 	}
 	// Listed where it belongs already (a job's submission time does not
 	// change): only its place among the active jobs may.
-	wasActive := !e.jobState().Terminal()
+	wasActive, was, wasNamed := !e.jobState().Terminal(), e.state, e.named
 	e.rev = c.Revision
 	ix.track(e, e.fill(r))
+	// The chunks' masks take its new state or team.
+	changed := e.state != was || e.named != wasNamed
+	if changed {
+		ix.order.mark(e)
+	}
 	switch active := !e.jobState().Terminal(); {
 	case wasActive && !active:
 		ix.active.remove(e)
 	case !wasActive && active:
 		ix.active.insert(e)
+	case active && changed:
+		ix.active.mark(e)
 	}
 }
 
@@ -442,17 +449,23 @@ func (ix *index) list(q Query, now time.Time) (list JobList, ok bool) {
 		}
 	}
 	out := JobList{Jobs: []Summary{}}
-	team := anyTeam
+	want := anyJob
 	if q.Team != "" && order.bits != nil {
 		bit, seen := order.bits.lookup(q.Team)
 		if !seen {
 			return out, true // no job of the team was ever listed
 		}
-		team = bit
+		want.teams = bit
+	}
+	if len(states) > 0 {
+		want.states = 0
+		for _, st := range states {
+			want.states |= 1 << st
+		}
 	}
 	var idBuf [64]byte
 	search := []byte(q.Search)
-	for e := range order.before(q.After != "", at, after, team) {
+	for e := range order.before(q.After != "", at, after, want) {
 		if len(states) > 0 && !slices.Contains(states, e.state) {
 			continue
 		}

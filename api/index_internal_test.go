@@ -200,6 +200,40 @@ func TestIndexListsLiveJobsAmongFinished(t *testing.T) {
 			t.Errorf("listed cost %s, want %s (its attempts' and a minute of checkpoint storage)", l.Jobs[0].CostUSD, want)
 		}
 	})
+	// A job's state changing where it is listed: a listing of its new
+	// state finds it, though no job of its chunk was in that state
+	// before (the chunks' masks follow), and so does its team's.
+	t.Run("a state changed in place", func(t *testing.T) {
+		l, _ := ix.list(Query{States: []job.State{job.Succeeded}, Limit: 1000}, base)
+		mid := l.Jobs[500]
+		r := rec(mid.ID, mid.SubmittedAt, job.Failed)
+		r.Status.FinishedAt = mid.SubmittedAt.Add(time.Minute)
+		rev++
+		ix.apply(events.JobChange{ID: r.ID, Revision: rev, Record: r})
+		if got := listed(t, ix, Query{States: []job.State{job.Failed}}); !slices.Equal(got, []string{mid.ID}) {
+			t.Errorf("failed jobs: %v, want %v", got, []string{mid.ID})
+		}
+		if got := listed(t, ix, Query{States: []job.State{job.Failed}, Team: "nobody"}); len(got) != 0 {
+			t.Errorf("failed jobs of a team with none: %v", got)
+		}
+		r.Spec.Team = "interns"
+		rev++
+		ix.apply(events.JobChange{ID: r.ID, Revision: rev, Record: r})
+		if got := listed(t, ix, Query{Team: "interns"}); !slices.Equal(got, []string{mid.ID}) {
+			t.Errorf("the team's jobs: %v, want %v", got, []string{mid.ID})
+		}
+		// And among the active ones: running -> checkpointing.
+		e, _ := ix.get(newest[1])
+		c := rec(newest[1], time.Unix(0, e.submitted), job.Checkpointing)
+		rev++
+		ix.apply(events.JobChange{ID: c.ID, Revision: rev, Record: c})
+		if got := listed(t, ix, Query{States: []job.State{job.Checkpointing}}); !slices.Equal(got, newest[1:2]) {
+			t.Errorf("checkpointing jobs: %v, want %v", got, newest[1:2])
+		}
+		c.Status.State = job.Running
+		rev++
+		ix.apply(events.JobChange{ID: c.ID, Revision: rev, Record: c})
+	})
 	t.Run("retention removes a batch", func(t *testing.T) {
 		ids := ix.expired(Retention{MaxJobs: 1000}, base, pruneBatch)
 		if len(ids) != 3000-len(running)-1000 {

@@ -19,23 +19,40 @@ const orderChunk = 512
 // slice would copy megabytes of pointers (each through the garbage
 // collector's write barrier) on every change.
 //
-// Each chunk has a mask of the teams of its jobs (teamBits), so that a
-// listing of one team's jobs passes over the chunks that hold none of
-// them: a small team's page in a store of a million jobs of other teams
-// reads a few chunks, not every job.
+// Each chunk has a mask of the teams and states of its jobs, so that a
+// listing of one team's jobs, or of jobs in a rare state, passes over the
+// chunks that hold none of them: a small team's page in a store of a
+// million jobs of other teams reads a few chunks, not every job.
 type jobOrder struct {
 	chunks [][]*entry
-	// masks holds each chunk's teams' bits: at least those of the jobs in
-	// it (a job taken out leaves its bit until the chunk is rebuilt).
-	masks []uint64
+	// masks holds each chunk's mask: at least the bits of the jobs in it
+	// (a job taken out, or one whose state changed, leaves its bits until
+	// the chunk is rebuilt).
+	masks []chunkMask
 	n     int
-	// bits numbers the teams; nil: every job has every bit (no chunk is
-	// ever passed over).
+	// bits numbers the teams; nil: every job has every team's bit.
 	bits *teamBits
 }
 
-// anyTeam is the mask that passes over no chunk.
-const anyTeam = ^uint64(0)
+// chunkMask is a set of teams (their bits, teamBits) and of states (a bit
+// for each of job.States, by index).
+type chunkMask struct {
+	teams  uint64
+	states uint16
+}
+
+// anyJob is the mask that passes over no chunk.
+var anyJob = chunkMask{^uint64(0), ^uint16(0)}
+
+// meets reports whether a chunk with mask m may hold a job of want.
+func (m chunkMask) meets(want chunkMask) bool {
+	return m.teams&want.teams != 0 && m.states&want.states != 0
+}
+
+func (m *chunkMask) add(b chunkMask) {
+	m.teams |= b.teams
+	m.states |= b.states
+}
 
 // teamBits gives each team a bit of the chunks' masks: the first 64 teams
 // seen a bit of their own, later ones share (a chunk's bit then says it
@@ -63,21 +80,29 @@ func (t *teamBits) lookup(team string) (bit uint64, ok bool) {
 	return bit, ok
 }
 
-// bit is e's team's bit in this order's masks.
-func (o *jobOrder) bit(e *entry) uint64 {
-	if o.bits == nil {
-		return anyTeam
+// bit is e's bits in this order's masks.
+func (o *jobOrder) bit(e *entry) chunkMask {
+	b := chunkMask{teams: ^uint64(0), states: 1 << e.state}
+	if o.bits != nil {
+		b.teams = o.bits.of(e.teamName())
 	}
-	return o.bits.of(e.teamName())
+	return b
 }
 
 // maskOf is the exact mask of a chunk's jobs.
-func (o *jobOrder) maskOf(ch []*entry) uint64 {
-	var m uint64
+func (o *jobOrder) maskOf(ch []*entry) chunkMask {
+	var m chunkMask
 	for _, e := range ch {
-		m |= o.bit(e)
+		m.add(o.bit(e))
 	}
 	return m
+}
+
+// mark adds the bits of e, listed, to its chunk's mask: its state changed.
+func (o *jobOrder) mark(e *entry) {
+	if ci, i, found := o.find(e.submitted, e.key); found && o.chunks[ci][i] == e {
+		o.masks[ci].add(o.bit(e))
+	}
 }
 
 // cmpKey orders jobs by submission time (Unix nanoseconds), then ID.
@@ -120,7 +145,7 @@ func (o *jobOrder) find(at int64, id idmap.Key) (ci, i int, found bool) {
 func (o *jobOrder) insert(e *entry) {
 	if len(o.chunks) == 0 {
 		o.chunks = [][]*entry{append(make([]*entry, 0, orderChunk), e)}
-		o.masks = []uint64{o.bit(e)}
+		o.masks = []chunkMask{o.bit(e)}
 		o.n++
 		return
 	}
@@ -129,11 +154,11 @@ func (o *jobOrder) insert(e *entry) {
 		// The newest job: the common case, an append.
 		if len(last) == orderChunk {
 			o.chunks = append(o.chunks, make([]*entry, 0, orderChunk))
-			o.masks = append(o.masks, 0)
+			o.masks = append(o.masks, chunkMask{})
 		}
 		lc := len(o.chunks) - 1
 		o.chunks[lc] = append(o.chunks[lc], e)
-		o.masks[lc] |= o.bit(e)
+		o.masks[lc].add(o.bit(e))
 		o.n++
 		return
 	}
@@ -145,7 +170,7 @@ func (o *jobOrder) insert(e *entry) {
 	o.n++
 	if len(ch) <= orderChunk {
 		o.chunks[ci] = ch
-		o.masks[ci] |= o.bit(e)
+		o.masks[ci].add(o.bit(e))
 		return
 	}
 	// Split a full chunk in two halves, each with room to grow.
@@ -184,7 +209,7 @@ func (o *jobOrder) deleteFunc(del func(*entry) bool) {
 	wc, wi := 0, 0
 	// A written chunk's mask is that of the chunks its jobs came from:
 	// perhaps more than its jobs' own, never less.
-	masks := make([]uint64, len(o.chunks))
+	masks := make([]chunkMask, len(o.chunks))
 	for rc := range o.chunks {
 		ch := o.chunks[rc]
 		for _, e := range ch {
@@ -194,7 +219,7 @@ func (o *jobOrder) deleteFunc(del func(*entry) bool) {
 			if wi == orderChunk {
 				wc, wi = wc+1, 0
 			}
-			masks[wc] |= o.masks[rc]
+			masks[wc].add(o.masks[rc])
 			dst := o.chunks[wc]
 			if wi >= len(dst) {
 				if wi >= cap(dst) { // every chunk is made with room for orderChunk
@@ -251,9 +276,9 @@ func (o *jobOrder) after(from bool, at int64, id idmap.Key) iter.Seq[*entry] {
 
 // before yields, newest first, the entries ordered before a job submitted
 // at at with ID id (which need not be in the order); every entry when
-// from is false. It passes over the chunks whose mask shares no bit with
-// team (anyTeam: none is passed over).
-func (o *jobOrder) before(from bool, at int64, id idmap.Key, team uint64) iter.Seq[*entry] {
+// from is false. It passes over the chunks whose mask does not meet want
+// (anyJob: none is passed over).
+func (o *jobOrder) before(from bool, at int64, id idmap.Key, want chunkMask) iter.Seq[*entry] {
 	return func(yield func(*entry) bool) {
 		if len(o.chunks) == 0 {
 			return
@@ -264,7 +289,7 @@ func (o *jobOrder) before(from bool, at int64, id idmap.Key, team uint64) iter.S
 			ci, i, _ = o.find(at, id)
 		}
 		for ; ci >= 0; ci-- {
-			if o.masks[ci]&team != 0 {
+			if o.masks[ci].meets(want) {
 				ch := o.chunks[ci]
 				for i--; i >= 0; i-- {
 					if !yield(ch[i]) {

@@ -35,6 +35,19 @@ func TestJobOrderKeepsEveryJobInOrder(t *testing.T) {
 			o := jobOrder{bits: &teamBits{}}
 			// Teams: two large, one rare; the masks must never hide a
 			// job of any of them.
+			// States: mostly succeeded, cancelled rare.
+			stateOf := func() uint8 {
+				st := job.Succeeded
+				switch r := rng.IntN(100); {
+				case r < 2:
+					st = job.Cancelled
+				case r < 20:
+					st = job.Running
+				case r < 30:
+					st = job.Failed
+				}
+				return uint8(slices.Index(job.States, st))
+			}
 			teamOf := func() string {
 				switch r := rng.IntN(100); {
 				case r < 2:
@@ -55,13 +68,18 @@ func TestJobOrderKeepsEveryJobInOrder(t *testing.T) {
 					want = slices.DeleteFunc(want, func(x *entry) bool { return x == e })
 				case len(want) > 0 && rng.IntN(20) == 0:
 					o.insert(want[rng.IntN(len(want))]) // already there: no change
+				case len(want) > 0 && rng.IntN(10) == 0:
+					// A job's state changes where it is listed.
+					e := want[rng.IntN(len(want))]
+					e.state = stateOf()
+					o.mark(e)
 				default:
 					at := rng.Int64N(newest + 1)
 					if rng.Float64() < tc.inOrder {
 						newest += 1 + rng.Int64N(3)
 						at = newest
 					}
-					e := &entry{key: idmap.KeyOf(fmt.Sprintf("j-%06d", rng.IntN(1_000_000))), submitted: at, named: unique.Make(nameTeam{"train", teamOf()})}
+					e := &entry{key: idmap.KeyOf(fmt.Sprintf("j-%06d", rng.IntN(1_000_000))), submitted: at, named: unique.Make(nameTeam{"train", teamOf()}), state: stateOf()}
 					if _, dup := slices.BinarySearchFunc(want, e, cmp); dup {
 						continue
 					}
@@ -92,7 +110,7 @@ func TestJobOrderKeepsEveryJobInOrder(t *testing.T) {
 					i, _ := slices.BinarySearchFunc(want, &entry{submitted: at, key: id}, cmp)
 					w := slices.Clone(want[:i])
 					slices.Reverse(w)
-					if g := slices.Collect(o.before(true, at, id, anyTeam)); !slices.Equal(g, w) {
+					if g := slices.Collect(o.before(true, at, id, anyJob)); !slices.Equal(g, w) {
 						t.Fatalf("step %d: %d jobs before (%d, %s), want %d", step, len(g), at, id, len(w))
 					}
 					j, found := slices.BinarySearchFunc(want, &entry{submitted: at, key: id}, cmp)
@@ -105,7 +123,7 @@ func TestJobOrderKeepsEveryJobInOrder(t *testing.T) {
 				}
 				all := slices.Clone(want)
 				slices.Reverse(all)
-				if g := slices.Collect(o.before(false, 0, idmap.Key{}, anyTeam)); !slices.Equal(g, all) {
+				if g := slices.Collect(o.before(false, 0, idmap.Key{}, anyJob)); !slices.Equal(g, all) {
 					t.Fatalf("step %d: newest first lists %d, want %d", step, len(g), len(all))
 				}
 				checkTeams(t, &o, want, fmt.Sprintf("step %d", step))
@@ -129,7 +147,7 @@ func TestJobOrderKeepsEveryJobInOrder(t *testing.T) {
 			packed("deleteFunc")
 			// Still an order: inserts and removals go on working.
 			for i := range 300 {
-				e := &entry{key: idmap.KeyOf(fmt.Sprintf("j-%07d", i)), submitted: int64(i * 7), named: unique.Make(nameTeam{"train", teamOf()})}
+				e := &entry{key: idmap.KeyOf(fmt.Sprintf("j-%07d", i)), submitted: int64(i * 7), named: unique.Make(nameTeam{"train", teamOf()}), state: stateOf()}
 				if _, dup := slices.BinarySearchFunc(want, e, cmp); dup {
 					continue
 				}
@@ -149,8 +167,8 @@ func TestJobOrderKeepsEveryJobInOrder(t *testing.T) {
 }
 
 // checkTeams checks that each chunk's mask holds the bits of its jobs'
-// teams, and that the order filtered by one team's mask still lists every
-// job of that team, newest first.
+// teams and states, and that the order filtered by one team's or one
+// state's mask still lists every job of that team or state, newest first.
 func checkTeams(t *testing.T, o *jobOrder, want []*entry, when string) {
 	t.Helper()
 	if len(o.masks) != len(o.chunks) {
@@ -158,8 +176,8 @@ func checkTeams(t *testing.T, o *jobOrder, want []*entry, when string) {
 	}
 	for ci, ch := range o.chunks {
 		for _, e := range ch {
-			if o.masks[ci]&o.bits.of(e.teamName()) == 0 {
-				t.Fatalf("%s: chunk %d's mask %b misses team %s", when, ci, o.masks[ci], e.teamName())
+			if b := o.bit(e); o.masks[ci].teams&b.teams == 0 || o.masks[ci].states&b.states == 0 {
+				t.Fatalf("%s: chunk %d's mask %+v misses %+v (team %s)", when, ci, o.masks[ci], b, e.teamName())
 			}
 		}
 	}
@@ -174,13 +192,29 @@ func checkTeams(t *testing.T, o *jobOrder, want []*entry, when string) {
 				w = append(w, e)
 			}
 		}
-		for e := range o.before(false, 0, idmap.Key{}, bit) {
+		for e := range o.before(false, 0, idmap.Key{}, chunkMask{bit, ^uint16(0)}) {
 			if e.teamName() == team {
 				g = append(g, e)
 			}
 		}
 		if !slices.Equal(g, w) {
 			t.Fatalf("%s: team %s's jobs through its mask: %d, want %d", when, team, len(g), len(w))
+		}
+	}
+	for st := range job.States {
+		var w, g []*entry
+		for _, e := range slices.Backward(want) {
+			if int(e.state) == st {
+				w = append(w, e)
+			}
+		}
+		for e := range o.before(false, 0, idmap.Key{}, chunkMask{^uint64(0), 1 << st}) {
+			if int(e.state) == st {
+				g = append(g, e)
+			}
+		}
+		if !slices.Equal(g, w) {
+			t.Fatalf("%s: %s jobs through the state's mask: %d, want %d", when, job.States[st], len(g), len(w))
 		}
 	}
 }
@@ -287,26 +321,38 @@ func BenchmarkArchiveRoundMillion(b *testing.B) {
 	}
 }
 
-// BenchmarkListTeamMillion lists the first page of one small team's jobs
-// (a job in 10,000) in an index of a million finished jobs of 20 teams:
-// what a team member's list costs on a large store.
-func BenchmarkListTeamMillion(b *testing.B) {
+// BenchmarkListRareMillion lists the first page of one small team's jobs,
+// and of the jobs in a rare state (each a job in 10,000), in an index of
+// a million finished jobs of 20 teams: what a team member's list, or a
+// list of the cancelled jobs, costs on a large store.
+func BenchmarkListRareMillion(b *testing.B) {
 	ix := newIndex()
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	succeeded, cancelled := uint8(slices.Index(job.States, job.Succeeded)), uint8(slices.Index(job.States, job.Cancelled))
 	for i := range 1_000_000 {
-		team := fmt.Sprintf("team-%d", i%20)
-		if i%10_000 == 0 {
+		team, state := fmt.Sprintf("team-%d", i%20), succeeded
+		switch i % 10_000 {
+		case 0:
 			team = "small"
+		case 5_000:
+			state = cancelled
 		}
-		e := &entry{key: idmap.KeyOf(fmt.Sprintf("j-%08d", i)), submitted: int64(i), finished: now.UnixNano(),
-			named: unique.Make(nameTeam{name: "train", team: team}), state: uint8(slices.Index(job.States, job.Succeeded))}
-		ix.order.insert(e)
+		ix.order.insert(&entry{key: idmap.KeyOf(fmt.Sprintf("j-%08d", i)), submitted: int64(i), finished: now.UnixNano(),
+			named: unique.Make(nameTeam{name: "train", team: team}), state: state})
 	}
-	b.ResetTimer()
-	for b.Loop() {
-		l, _ := ix.list(Query{Team: "small"}, now)
-		if len(l.Jobs) != 100 {
-			b.Fatalf("%d jobs", len(l.Jobs))
-		}
+	for _, bc := range []struct {
+		name string
+		q    Query
+	}{
+		{"small-team", Query{Team: "small"}},
+		{"cancelled", Query{States: []job.State{job.Cancelled}}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if l, _ := ix.list(bc.q, now); len(l.Jobs) != 100 {
+					b.Fatalf("%d jobs", len(l.Jobs))
+				}
+			}
+		})
 	}
 }

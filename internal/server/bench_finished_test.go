@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -44,7 +45,8 @@ import (
 // the start took (the API's index and the scheduler reading every record)
 // and the highest RSS meanwhile, then 100 readers, each polling once a
 // second from a random phase for SPOTWISE_BENCH_READ_SECONDS seconds
-// (default 20), list 100 jobs per page: the newest, a team's, a state's
+// (default 20), list 100 jobs per page: the newest, a team's (one of them
+// small: a job in 20,000), a state's
 // (finished ones, and running ones, which are few), and pages deep in the
 // store through the cursor, alone and with those filters. It reports the
 // list latency percentiles and the failed lists; then the same readers
@@ -132,7 +134,7 @@ func BenchmarkFinished1M(b *testing.B) {
 	}
 
 	hc := readerClient(100)
-	teams := finishedTeams
+	teams := listTeams
 	list := func(_ int, rng *rand.Rand) error {
 		q := "/v1/jobs?limit=100"
 		switch rng.IntN(7) {
@@ -254,8 +256,26 @@ func BenchmarkFinished1M(b *testing.B) {
 	}
 }
 
-// finishedTeams are the teams the finished jobs belong to, round robin.
-var finishedTeams = []string{"vision", "speech", "ranking", "research", "platform", "ads", "search", "robotics"}
+// finishedTeams are the teams the finished jobs belong to, round robin,
+// but one job in rareEvery, which is rareTeam's: a small team whose first
+// page spans the whole store (listTeams are the teams the readers list).
+var (
+	finishedTeams = []string{"vision", "speech", "ranking", "research", "platform", "ads", "search", "robotics"}
+	listTeams     = append(slices.Clone(finishedTeams), rareTeam)
+)
+
+const (
+	rareTeam  = "interns"
+	rareEvery = 20_000
+)
+
+// finishedTeam is the team of the i-th finished job.
+func finishedTeam(i int) string {
+	if i%rareEvery == rareEvery-1 {
+		return rareTeam
+	}
+	return finishedTeams[i%len(finishedTeams)]
+}
 
 // finishedTemplate runs one job to its end on a server of its own (the
 // simulated cloud at 3,600x) and returns its record and history as the
@@ -485,7 +505,7 @@ func fillFinished(b *testing.B, dir string, n int, tpl []byte, hist []events.His
 					d := at.Sub(first.Status.SubmittedAt)
 					r := cloneShifted(tplv, d).Interface().(job.Record)
 					id := job.NewID(at)
-					r.ID, r.Spec.Name, r.Spec.Team = id, names[i%len(names)], finishedTeams[i%len(finishedTeams)]
+					r.ID, r.Spec.Name, r.Spec.Team = id, names[i%len(names)], finishedTeam(i)
 					r.Status.State = ends[i%len(ends)]
 					for k := range r.Status.Attempts {
 						r.Status.Attempts[k].LaunchKey = job.LaunchKey(id, r.Status.Attempts[k].N)
