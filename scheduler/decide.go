@@ -241,17 +241,16 @@ func (cj *compiledJob) stayEstimate(now time.Time, o *compiledOffer, runtime tim
 // a cycle (cheap ones first) and returns the first that rejects the offer,
 // or reasonNone.
 func (n *needs) staticReason(o *compiledOffer) reason {
-	off := o.offer
 	switch {
 	case !n.gpus[o.gpu]:
 		return reasonGPUType
-	case off.GPUMemoryGB < n.minMem:
+	case int(o.gpuMem) < n.minMem:
 		return reasonGPUMemory
-	case off.GPUs < n.perNode:
+	case int(o.gpus) < n.perNode:
 		return reasonGPUCount
-	case off.VCPUs < n.minVCPUs:
+	case int(o.vcpus) < n.minVCPUs:
 		return reasonVCPUs
-	case off.MemoryGiB < n.minRAM:
+	case o.memGiB < n.minRAM:
 		return reasonMemory
 	case !n.regions[o.region]:
 		return reasonRegion

@@ -8,7 +8,7 @@ import (
 func TestReportsEachFigureBesideItsTarget(t *testing.T) {
 	out := `goos: linux
 BenchmarkReaders1000-2   	       1	42545838305 ns/op	         0 get-failed	      3619 get-max-ms	        53.93 get-p50-ms	      12.5 get-p99-ms	 9 get-again-p99-ms	         2 list-failed	   947.1 list-p50-ms	      70 list-p99-ms	      1172 rss-MB
-BenchmarkCycle10kJobs2kOffers-2 	      10	  71234567 ns/op	 123 B/op
+BenchmarkCycle10kJobs2kOffers-2 	      10	  356172835 ns/op	 71.23 cycle-ms	 80.1 cycle-max-ms	 123 B/op
 BenchmarkNotices-2 	 1	 5 ckpt-req-p50-ms	 8 ckpt-req-p99-ms
 PASS
 `
