@@ -21,14 +21,17 @@ type JobView struct {
 	Message  string    `json:"message,omitempty"`
 	// Placement is where the current (or, for a finished job, the last)
 	// attempt runs.
-	Placement   *job.Placement `json:"placement"`
-	CostUSD     money.Micros   `json:"cost_usd"`
-	Progress    float64        `json:"progress"`
-	Attempt     int            `json:"attempt"`
-	SubmittedAt time.Time      `json:"submitted_at"`
-	DeadlineAt  *time.Time     `json:"deadline_at,omitempty"`
-	StartedAt   *time.Time     `json:"started_at,omitempty"`
-	FinishedAt  *time.Time     `json:"finished_at,omitempty"`
+	Placement *job.Placement `json:"placement"`
+	CostUSD   money.Micros   `json:"cost_usd"`
+	// StorageUSD is the part of CostUSD that keeping the job's checkpoint
+	// has cost (the rest is its attempts').
+	StorageUSD  money.Micros `json:"storage_usd,omitempty"`
+	Progress    float64      `json:"progress"`
+	Attempt     int          `json:"attempt"`
+	SubmittedAt time.Time    `json:"submitted_at"`
+	DeadlineAt  *time.Time   `json:"deadline_at,omitempty"`
+	StartedAt   *time.Time   `json:"started_at,omitempty"`
+	FinishedAt  *time.Time   `json:"finished_at,omitempty"`
 	// Estimate is what the scheduler expected of the current attempt.
 	Estimate       *Estimate           `json:"estimate,omitempty"`
 	PendingReasons []job.PendingReason `json:"pending_reasons"`
@@ -136,8 +139,8 @@ func withheld(s job.Spec) *job.Spec {
 func viewOf(r *job.Record, now time.Time, reasons []job.PendingReason, history []events.HistoryEntry) *JobView {
 	v := &JobView{
 		ID: r.ID, Name: r.Spec.Name, Team: r.Spec.Team, Priority: r.Spec.Prio(), State: r.Status.State,
-		Message: r.Status.Message, Placement: lastPlacement(r), CostUSD: r.CostAt(now), Progress: r.Status.Progress,
-		Attempt: r.Status.Attempt, SubmittedAt: r.Status.SubmittedAt, DeadlineAt: timePtr(r.Status.DeadlineAt),
+		Message: r.Status.Message, Placement: lastPlacement(r), CostUSD: r.CostAt(now), StorageUSD: r.StorageAt(now),
+		Progress: r.Status.Progress, Attempt: r.Status.Attempt, SubmittedAt: r.Status.SubmittedAt, DeadlineAt: timePtr(r.Status.DeadlineAt),
 		StartedAt: timePtr(r.Status.StartedAt), FinishedAt: timePtr(r.Status.FinishedAt),
 		PendingReasons: reasons, Events: make([]EventView, 0, len(history)), Attempts: r.Status.Attempts,
 		WorkLost: r.Status.WorkLost, Spec: withheld(r.Spec), Checkpoint: r.Status.Checkpoint, Preemptions: r.Status.Preemptions,

@@ -114,14 +114,17 @@ func TestJobRunsToSuccessOverHTTP(t *testing.T) {
 	}
 	done := waitState(t, c, v.ID, job.Succeeded, 60*time.Second)
 	// The attempt closes (and is billed) once its capacity is gone, a
-	// moment after the job succeeds.
+	// moment after the job succeeds; its history follows its record.
 	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		var err error
 		if done, err = c.Get(ctx, v.ID); err != nil {
 			return err
 		}
-		if len(done.Attempts) == 0 {
+		if len(done.Attempts) == 0 || done.Current != nil || done.Previous != nil {
 			return errors.New("the attempt is not closed yet")
+		}
+		if !slices.Contains(kinds(done), events.KindSucceeded) {
+			return fmt.Errorf("history %v lacks %q yet", kinds(done), events.KindSucceeded)
 		}
 		return nil
 	})
@@ -167,8 +170,17 @@ func TestJobRunsToSuccessOverHTTP(t *testing.T) {
 		if done, err = c.Get(ctx, v.ID); err != nil {
 			return err
 		}
-		if a := done.Attempts[len(done.Attempts)-1]; charged == 0 || a.Cost != charged || done.CostUSD != charged {
-			return fmt.Errorf("cost = %s (attempt %s), the cloud charged %s; history %v", done.CostUSD, a.Cost, charged, kinds(done))
+		// The simulated cloud may preempt the job: every attempt's
+		// instances count, and the job's cost is theirs, its checkpoint's
+		// carrying to another region and its storage.
+		var attempts, transfers money.Micros
+		for _, a := range done.Attempts {
+			attempts += a.Cost
+			transfers += a.Transfer + a.DataTransfer
+		}
+		if charged == 0 || attempts != charged+transfers || done.CostUSD != attempts+done.StorageUSD {
+			return fmt.Errorf("cost = %s (attempts %s: transfers %s; storage %s), the cloud charged %s; history %v",
+				done.CostUSD, attempts, transfers, done.StorageUSD, charged, kinds(done))
 		}
 		return nil
 	})
