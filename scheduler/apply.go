@@ -36,8 +36,27 @@ var ErrDeposed = errors.New("scheduler deposed: its lease term is over")
 // applies the input, writes the record back with a revision check (and the
 // lease term), and then carries out the effects. It returns the record as
 // written (or as read when nothing changed) and what the lifecycle made of
-// the input; a job that does not exist is (nil, zero, nil).
+// the input; a job that does not exist is (nil, zero, nil). A refusal is
+// logged and counted.
 func (s *Scheduler) apply(ctx context.Context, id string, in job.Input) (*job.Record, job.Result, error) {
+	rec, res, err := s.tryApply(ctx, id, in)
+	if err == nil && res.Verdict == job.Refused {
+		s.refused(id, in, res)
+	}
+	return rec, res, err
+}
+
+// refused logs and counts a refused input.
+func (s *Scheduler) refused(id string, in job.Input, res job.Result) {
+	s.metrics.verdict(in.Name(), string(job.Refused))
+	s.log.Warn("event refused", zap.String("job", id), zap.String("event", in.Name()), zap.String("why", res.Why))
+}
+
+// tryApply is apply but for a refusal, which the caller logs (refused) if
+// it stands: an event about an instance whose launch the record does not
+// hold yet is refused, then checked against the provider's listing and
+// taken, which is no refusal an operator should hear of.
+func (s *Scheduler) tryApply(ctx context.Context, id string, in job.Input) (*job.Record, job.Result, error) {
 	now := s.o.Clock.Now()
 	var res job.Result
 	var ended []int
@@ -80,12 +99,11 @@ func (s *Scheduler) apply(ctx context.Context, id string, in job.Input) (*job.Re
 	case err != nil:
 		return nil, res, fmt.Errorf("%s for job %s: %w", in.Name(), id, err)
 	}
-	s.metrics.verdict(in.Name(), string(res.Verdict))
+	if res.Verdict != job.Refused {
+		s.metrics.verdict(in.Name(), string(res.Verdict))
+	}
 	if res.Changed() {
 		s.noteChange(ctx, rec, in, was)
-	}
-	if res.Verdict == job.Refused {
-		s.log.Warn("event refused", zap.String("job", id), zap.String("event", in.Name()), zap.String("why", res.Why))
 	}
 	s.carryOut(ctx, rec, res.Effects)
 	for _, n := range ended {

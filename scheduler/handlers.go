@@ -52,7 +52,7 @@ func (s *Scheduler) onInstance(ctx context.Context, _ events.Message, ev *events
 // key is applied first (the instance may be real and its launch not yet
 // recorded), and the input again. Provider "" means the attempt's.
 func (s *Scheduler) applyVerified(ctx context.Context, jobID, provider, key string, in job.Input) error {
-	rec, res, err := s.apply(ctx, jobID, in)
+	rec, res, err := s.tryApply(ctx, jobID, in)
 	if err != nil || res.Verdict != job.Refused {
 		return err
 	}
@@ -65,6 +65,7 @@ func (s *Scheduler) applyVerified(ctx context.Context, jobID, provider, key stri
 	}
 	obs, ok := s.observe(ctx, provider, key)
 	if !ok || len(obs.Instances) == 0 {
+		s.refused(jobID, in, res)
 		s.metrics.forged.Add(1)
 		return nil
 	}
@@ -124,7 +125,7 @@ func (s *Scheduler) onInterruption(ctx context.Context, m events.Message, n *eve
 		return nil
 	}
 	input := job.Interruption{Key: in.IdempotencyKey, Instance: in.ID, Kind: string(n.Kind), Deadline: n.Deadline}
-	rec, res, err := s.apply(ctx, in.JobID, input)
+	rec, res, err := s.tryApply(ctx, in.JobID, input)
 	if err == nil && res.Verdict == job.Refused {
 		// Spotwise may have launched the instance without the record
 		// knowing yet; the provider's listing says.
@@ -137,8 +138,9 @@ func (s *Scheduler) onInterruption(ctx context.Context, m events.Message, n *eve
 			}
 			rec, res, err = s.apply(ctx, in.JobID, input)
 		} else {
+			s.metrics.verdict(input.Name(), string(job.Refused))
 			s.metrics.forged.Add(1)
-			s.log.Warn("notice for an instance spotwise did not launch; dropped", zap.String("job", in.JobID), zap.String("instance", in.ID))
+			s.log.Warn("notice for an instance spotwise did not launch; dropped", zap.String("job", in.JobID), zap.String("instance", in.ID), zap.String("why", res.Why))
 			return nil
 		}
 	}
