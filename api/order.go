@@ -198,6 +198,69 @@ func (o *jobOrder) remove(e *entry) {
 	o.chunks[ci] = ch
 }
 
+// holds reports whether e's place is within chunk ch.
+func holds(ch []*entry, e *entry) bool {
+	first, last := ch[0], ch[len(ch)-1]
+	return cmpKey(first.submitted, first.key, e.submitted, e.key) <= 0 && cmpKey(e.submitted, e.key, last.submitted, last.key) <= 0
+}
+
+// removeAll takes out the entries del says to in the chunks that hold
+// the entries es (those of es not listed are ignored): each such chunk is
+// filtered in place and gets its exact mask back; one left empty is
+// dropped, and one whose jobs fit in the chunk before it is merged into
+// it. A retention round takes out the oldest 10,000 jobs of a million:
+// their 20 chunks, not a move of every job (deleteFunc), under the
+// index's write lock.
+func (o *jobOrder) removeAll(es []*entry, del func(*entry) bool) {
+	var touched []int
+	last := -1
+	for _, e := range es {
+		if last >= 0 && holds(o.chunks[last], e) {
+			continue // in order, most jobs of a round share a chunk
+		}
+		if ci, _, found := o.find(e.submitted, e.key); found {
+			touched = append(touched, ci)
+			last = ci
+		}
+	}
+	if len(touched) == 0 {
+		return
+	}
+	slices.Sort(touched)
+	touched = slices.Compact(touched)
+	for _, ci := range touched {
+		ch := o.chunks[ci]
+		kept := slices.DeleteFunc(ch, del)
+		o.n -= len(ch) - len(kept)
+		o.chunks[ci] = kept
+		o.masks[ci] = o.maskOf(kept)
+	}
+	// Drop or merge the touched chunks, moving the chunk list once.
+	w, t := touched[0], 0
+	for r := touched[0]; r < len(o.chunks); r++ {
+		ch, m := o.chunks[r], o.masks[r]
+		isTouched := t < len(touched) && touched[t] == r
+		if isTouched {
+			t++
+		}
+		switch {
+		case len(ch) == 0:
+			continue
+		case isTouched && w > 0 && len(o.chunks[w-1])+len(ch) <= orderChunk:
+			o.chunks[w-1] = append(o.chunks[w-1], ch...)
+			o.masks[w-1].add(m)
+			continue
+		}
+		o.chunks[w], o.masks[w] = ch, m
+		w++
+	}
+	clear(o.chunks[w:])
+	o.chunks, o.masks = o.chunks[:w], o.masks[:w]
+	if len(o.chunks) == 0 {
+		o.chunks, o.masks = nil, nil
+	}
+}
+
 // deleteFunc takes out every entry del says to and packs the rest, in
 // place, into full chunks (but the last). Chunks are left part-full by
 // inserts between jobs: a start brings the store's records in the order

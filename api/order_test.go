@@ -66,6 +66,32 @@ func TestJobOrderKeepsEveryJobInOrder(t *testing.T) {
 					e := want[rng.IntN(len(want))]
 					o.remove(e)
 					want = slices.DeleteFunc(want, func(x *entry) bool { return x == e })
+				case len(want) > 0 && rng.IntN(30) == 0:
+					// A retention round: the oldest jobs, or jobs here and
+					// there, some named twice, and one not listed.
+					n := 1 + rng.IntN(min(len(want), 700))
+					batch := slices.Clone(want[:n])
+					if rng.IntN(2) == 0 {
+						batch = batch[:0]
+						for range n {
+							batch = append(batch, want[rng.IntN(len(want))])
+						}
+					}
+					batch = append(batch, &entry{key: idmap.KeyOf("j-none"), submitted: newest + 1}, batch[0])
+					gone := map[*entry]bool{}
+					for _, e := range batch {
+						gone[e] = true
+					}
+					o.removeAll(batch, func(e *entry) bool { return gone[e] })
+					want = slices.DeleteFunc(want, func(x *entry) bool { return gone[x] })
+					for _, ch := range o.chunks {
+						if len(ch) == 0 || len(ch) > orderChunk {
+							t.Fatalf("step %d: a retention round left a chunk of %d entries", step, len(ch))
+						}
+					}
+					if got := slices.Collect(o.all()); o.Len() != len(want) || !slices.Equal(got, want) {
+						t.Fatalf("step %d: a retention round left %d (Len %d), want %d in order", step, len(got), o.Len(), len(want))
+					}
 				case len(want) > 0 && rng.IntN(20) == 0:
 					o.insert(want[rng.IntN(len(want))]) // already there: no change
 				case len(want) > 0 && rng.IntN(10) == 0:
@@ -354,5 +380,101 @@ func BenchmarkListRareMillion(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkRetentionRoundMillion takes the oldest 10,000 of a million
+// finished jobs out of the listing order, as a retention round at its
+// limit does (under the index's write lock), while as many new jobs come
+// in between rounds.
+func BenchmarkRetentionRoundMillion(b *testing.B) {
+	var o jobOrder
+	const total, batch = 1_000_000, 10_000
+	var oldest []*entry
+	for i := range total {
+		e := &entry{key: idmap.KeyOf(fmt.Sprintf("j-%08d", i)), submitted: int64(i)}
+		o.insert(e)
+		if i < batch {
+			oldest = append(oldest, e)
+		}
+	}
+	next := total
+	for b.Loop() {
+		for _, e := range oldest {
+			e.deleted = true
+		}
+		o.removeAll(oldest, func(e *entry) bool { return e.deleted })
+		b.StopTimer()
+		if o.Len() != total-batch {
+			b.Fatalf("%d jobs left, want %d", o.Len(), total-batch)
+		}
+		// The next round's oldest, and as many new jobs.
+		oldest = oldest[:0]
+		for e := range o.all() {
+			if len(oldest) == batch {
+				break
+			}
+			oldest = append(oldest, e)
+		}
+		for range batch {
+			o.insert(&entry{key: idmap.KeyOf(fmt.Sprintf("j-%08d", next)), submitted: int64(next)})
+			next++
+		}
+		b.StartTimer()
+	}
+}
+
+// Retention rounds take jobs out of an order whose chunks inserts left
+// part-full (a store's start brings records in the order they were last
+// written): what is left is every other job, in order, in chunks neither
+// empty nor over orderChunk, each with the bits of its jobs, and chunks
+// that fit together are merged.
+func TestRetentionRoundsKeepTheOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	o := jobOrder{bits: &teamBits{}}
+	cmp := func(a, b *entry) int { return cmpKey(a.submitted, a.key, b.submitted, b.key) }
+	var want []*entry
+	for _, i := range rng.Perm(20_000) {
+		team := "vision"
+		if i%97 == 0 {
+			team = "rare"
+		}
+		e := &entry{key: idmap.KeyOf(fmt.Sprintf("j-%06d", i)), submitted: int64(i), named: unique.Make(nameTeam{"train", team})}
+		o.insert(e)
+		want = append(want, e)
+	}
+	slices.SortFunc(want, cmp)
+	before := len(o.chunks)
+	for round := range 30 {
+		var batch []*entry
+		if round%2 == 0 {
+			batch = slices.Clone(want[:min(len(want), 700)])
+		} else {
+			for range 400 {
+				batch = append(batch, want[rng.IntN(len(want))])
+			}
+		}
+		gone := map[*entry]bool{}
+		for _, e := range batch {
+			gone[e] = true
+		}
+		o.removeAll(batch, func(e *entry) bool { return gone[e] })
+		want = slices.DeleteFunc(want, func(e *entry) bool { return gone[e] })
+		when := fmt.Sprintf("round %d", round)
+		if got := slices.Collect(o.all()); o.Len() != len(want) || !slices.Equal(got, want) {
+			t.Fatalf("%s: %d listed (Len %d), want %d in order", when, len(got), o.Len(), len(want))
+		}
+		for i, ch := range o.chunks {
+			if len(ch) == 0 || len(ch) > orderChunk {
+				t.Fatalf("%s: chunk %d holds %d entries", when, i, len(ch))
+			}
+			if i > 0 && len(o.chunks[i-1])+len(ch) <= orderChunk/2 {
+				t.Fatalf("%s: chunks %d and %d hold %d and %d entries, not merged", when, i-1, i, len(o.chunks[i-1]), len(ch))
+			}
+		}
+		checkTeams(t, &o, want, when)
+	}
+	if len(o.chunks) >= before {
+		t.Fatalf("%d chunks after taking out %d of 20,000 jobs, %d before", len(o.chunks), 20_000-len(want), before)
 	}
 }

@@ -45,19 +45,18 @@ func (s *Service) Prune(ctx context.Context, r Retention) (int, error) {
 	return n, nil
 }
 
-// removed marks jobs deleted from the bucket ahead of the watch. The
-// orders are compacted once for the whole batch: a retention round
-// removes the oldest jobs, and taking them out one by one would move
-// every other job each time.
+// removed marks jobs deleted from the bucket ahead of the watch, and
+// takes them out of the orders in one pass over the chunks that held them
+// (jobOrder.removeAll).
 func (ix *index) removed(ids []string) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	gone := 0
+	var gone []*entry
 	for _, id := range ids {
 		if e, ok := ix.get(id); ok && !e.deleted {
 			e.deleted = true
 			ix.track(e, nil)
-			gone++
+			gone = append(gone, e)
 			if ix.recs != nil {
 				ix.recs.put(id, nil, e.rev+1)
 			}
@@ -66,11 +65,9 @@ func (ix *index) removed(ids []string) {
 			}
 		}
 	}
-	if gone > 0 {
-		isDeleted := func(e *entry) bool { return e.deleted }
-		ix.order.deleteFunc(isDeleted)
-		ix.active.deleteFunc(isDeleted)
-	}
+	isDeleted := func(e *entry) bool { return e.deleted }
+	ix.order.removeAll(gone, isDeleted)
+	ix.active.removeAll(gone, isDeleted)
 }
 
 // expired lists up to limit finished jobs the retention no longer keeps,
