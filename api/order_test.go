@@ -252,48 +252,57 @@ func checkTeams(t *testing.T, o *jobOrder, want []*entry, when string) {
 // and then see the job the writer added ahead of it but not the one added
 // behind it, every other job once, oldest first.
 func TestWalkLetsWritersInBetweenSlices(t *testing.T) {
-	var ix index
 	mk := func(i int) *entry {
 		return &entry{key: idmap.KeyOf(fmt.Sprintf("j-%07d", i)), submitted: int64(10 * i)}
 	}
+	{
+		var ix index
+		var want []*entry
+		for i := range 3 * walkSlice {
+			e := mk(i)
+			ix.order.insert(e)
+			want = append(want, e)
+		}
+		behind, ahead := mk(5), &entry{key: idmap.KeyOf("j-x"), submitted: int64(10*2*walkSlice + 5)}
+		wrote := make(chan struct{})
+		var got []*entry
+		ix.walk(false, 0, idmap.Key{}, func(e *entry) bool {
+			switch len(got) {
+			case walkSlice - 1:
+				go func() {
+					ix.mu.Lock()
+					ix.order.insert(behind)
+					ix.order.insert(ahead)
+					ix.mu.Unlock()
+					close(wrote)
+				}()
+				// Until the writer waits for the lock (a reader can no
+				// longer take it beside the walk).
+				for ix.mu.TryRLock() {
+					ix.mu.RUnlock()
+					runtime.Gosched()
+				}
+			case walkSlice:
+				select {
+				case <-wrote:
+				case <-time.After(30 * time.Second):
+					t.Fatal("the writer did not get the lock between the walk's slices")
+				}
+			}
+			got = append(got, e)
+			return true
+		})
+		want = slices.Insert(want, 2*walkSlice+1, ahead)
+		if !slices.Equal(got, want) {
+			t.Fatalf("walked %d entries, want %d (the one added ahead, not the one behind)", len(got), len(want))
+		}
+	}
+	var ix index
 	var want []*entry
 	for i := range 3 * walkSlice {
 		e := mk(i)
 		ix.order.insert(e)
 		want = append(want, e)
-	}
-	behind, ahead := mk(5), &entry{key: idmap.KeyOf("j-x"), submitted: int64(10*2*walkSlice + 5)}
-	wrote := make(chan struct{})
-	var got []*entry
-	ix.walk(false, 0, idmap.Key{}, func(e *entry) bool {
-		switch len(got) {
-		case walkSlice - 1:
-			go func() {
-				ix.mu.Lock()
-				ix.order.insert(behind)
-				ix.order.insert(ahead)
-				ix.mu.Unlock()
-				close(wrote)
-			}()
-			// Until the writer waits for the lock (a reader can no
-			// longer take it beside the walk).
-			for ix.mu.TryRLock() {
-				ix.mu.RUnlock()
-				runtime.Gosched()
-			}
-		case walkSlice:
-			select {
-			case <-wrote:
-			case <-time.After(30 * time.Second):
-				t.Fatal("the writer did not get the lock between the walk's slices")
-			}
-		}
-		got = append(got, e)
-		return true
-	})
-	want = slices.Insert(want, 2*walkSlice+1, ahead)
-	if !slices.Equal(got, want) {
-		t.Fatalf("walked %d entries, want %d (the one added ahead, not the one behind)", len(got), len(want))
 	}
 	// Stopping early stops the walk.
 	n := 0
@@ -306,6 +315,49 @@ func TestWalkLetsWritersInBetweenSlices(t *testing.T) {
 	})
 	if n != walkSlice+3 {
 		t.Fatalf("walk stopped after %d entries, want %d", n, walkSlice+3)
+	}
+}
+
+// A listing that reads many jobs to fill its page (a search that matches
+// few) lets writers in between slices of its read: the lock is free there,
+// and a job added ahead of where it reads is listed, one behind is not.
+func TestListReadsInSlices(t *testing.T) {
+	ix := newIndex()
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	mk := func(i int, name string) *entry {
+		return &entry{key: idmap.KeyOf(fmt.Sprintf("j-%07d", i)), submitted: int64(10 * i), finished: now.UnixNano(),
+			named: unique.Make(nameTeam{name: name, team: "vision"})}
+	}
+	old := mk(1, "needle-old")
+	ix.order.insert(old)
+	for i := 2; i < 3*walkSlice; i++ {
+		ix.order.insert(mk(i, "train"))
+	}
+	// Newest first: after the first slice the listing has passed the
+	// newest walkSlice jobs.
+	behind, ahead := mk(3*walkSlice-10, "needle-behind"), mk(5, "needle-ahead")
+	behind.submitted++
+	ahead.submitted++
+	calls := 0
+	ix.betweenSlices = func() {
+		calls++
+		if !ix.mu.TryLock() {
+			t.Error("the index is locked between a listing's slices")
+			return
+		}
+		if calls == 1 {
+			ix.order.insert(behind)
+			ix.order.insert(ahead)
+		}
+		ix.mu.Unlock()
+	}
+	l, ok := ix.list(Query{Search: "needle"}, now)
+	var got []string
+	for _, j := range l.Jobs {
+		got = append(got, j.Name)
+	}
+	if !ok || !slices.Equal(got, []string{"needle-ahead", "needle-old"}) || calls < 2 {
+		t.Fatalf("listed %v after %d slices, want [needle-ahead needle-old] after 3", got, calls+1)
 	}
 }
 
@@ -350,7 +402,8 @@ func BenchmarkArchiveRoundMillion(b *testing.B) {
 // BenchmarkListRareMillion lists the first page of one small team's jobs,
 // and of the jobs in a rare state (each a job in 10,000), in an index of
 // a million finished jobs of 20 teams: what a team member's list, or a
-// list of the cancelled jobs, costs on a large store.
+// list of the cancelled jobs, costs on a large store; and a search that
+// matches nothing, which reads every job.
 func BenchmarkListRareMillion(b *testing.B) {
 	ix := newIndex()
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
@@ -369,14 +422,17 @@ func BenchmarkListRareMillion(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		q    Query
+		want int
 	}{
-		{"small-team", Query{Team: "small"}},
-		{"cancelled", Query{States: []job.State{job.Cancelled}}},
+		{"small-team", Query{Team: "small"}, 100},
+		{"cancelled", Query{States: []job.State{job.Cancelled}}, 100},
+		// A search no name or ID matches reads every job (in slices).
+		{"search-none", Query{Search: "nothing"}, 0},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			for b.Loop() {
-				if l, _ := ix.list(bc.q, now); len(l.Jobs) != 100 {
-					b.Fatalf("%d jobs", len(l.Jobs))
+				if l, _ := ix.list(bc.q, now); len(l.Jobs) != bc.want {
+					b.Fatalf("%d jobs, want %d", len(l.Jobs), bc.want)
 				}
 			}
 		})
