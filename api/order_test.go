@@ -252,57 +252,48 @@ func checkTeams(t *testing.T, o *jobOrder, want []*entry, when string) {
 // and then see the job the writer added ahead of it but not the one added
 // behind it, every other job once, oldest first.
 func TestWalkLetsWritersInBetweenSlices(t *testing.T) {
+	var ix index
 	mk := func(i int) *entry {
 		return &entry{key: idmap.KeyOf(fmt.Sprintf("j-%07d", i)), submitted: int64(10 * i)}
 	}
-	{
-		var ix index
-		var want []*entry
-		for i := range 3 * walkSlice {
-			e := mk(i)
-			ix.order.insert(e)
-			want = append(want, e)
-		}
-		behind, ahead := mk(5), &entry{key: idmap.KeyOf("j-x"), submitted: int64(10*2*walkSlice + 5)}
-		wrote := make(chan struct{})
-		var got []*entry
-		ix.walk(false, 0, idmap.Key{}, func(e *entry) bool {
-			switch len(got) {
-			case walkSlice - 1:
-				go func() {
-					ix.mu.Lock()
-					ix.order.insert(behind)
-					ix.order.insert(ahead)
-					ix.mu.Unlock()
-					close(wrote)
-				}()
-				// Until the writer waits for the lock (a reader can no
-				// longer take it beside the walk).
-				for ix.mu.TryRLock() {
-					ix.mu.RUnlock()
-					runtime.Gosched()
-				}
-			case walkSlice:
-				select {
-				case <-wrote:
-				case <-time.After(30 * time.Second):
-					t.Fatal("the writer did not get the lock between the walk's slices")
-				}
-			}
-			got = append(got, e)
-			return true
-		})
-		want = slices.Insert(want, 2*walkSlice+1, ahead)
-		if !slices.Equal(got, want) {
-			t.Fatalf("walked %d entries, want %d (the one added ahead, not the one behind)", len(got), len(want))
-		}
-	}
-	var ix index
 	var want []*entry
 	for i := range 3 * walkSlice {
 		e := mk(i)
 		ix.order.insert(e)
 		want = append(want, e)
+	}
+	behind, ahead := mk(5), &entry{key: idmap.KeyOf("j-x"), submitted: int64(10*2*walkSlice + 5)}
+	wrote := make(chan struct{})
+	var got []*entry
+	ix.walk(false, 0, idmap.Key{}, func(e *entry) bool {
+		switch len(got) {
+		case walkSlice - 1:
+			go func() {
+				ix.mu.Lock()
+				ix.order.insert(behind)
+				ix.order.insert(ahead)
+				ix.mu.Unlock()
+				close(wrote)
+			}()
+			// Until the writer waits for the lock (a reader can no
+			// longer take it beside the walk).
+			for ix.mu.TryRLock() {
+				ix.mu.RUnlock()
+				runtime.Gosched()
+			}
+		case walkSlice:
+			select {
+			case <-wrote:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the writer did not get the lock between the walk's slices")
+			}
+		}
+		got = append(got, e)
+		return true
+	})
+	want = slices.Insert(want, 2*walkSlice+1, ahead)
+	if !slices.Equal(got, want) {
+		t.Fatalf("walked %d entries, want %d (the one added ahead, not the one behind)", len(got), len(want))
 	}
 	// Stopping early stops the walk.
 	n := 0
