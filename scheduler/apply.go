@@ -125,8 +125,22 @@ func (s *Scheduler) fence(r *job.Record) error {
 	return nil
 }
 
-// carryOut does what the lifecycle asked for, in order.
+// carryOut does what the lifecycle asked for, in order, but for what
+// tells of the change (history entries and alerts): those go out first,
+// right after the record is written, so that no cloud call (a terminate
+// can take seconds, and more while a cloud is slow) holds them back. A
+// reader that sees the record's new state finds its history entry with
+// it, and a crash while the calls are under way no longer loses them
+// (one between the write and the publish still can).
 func (s *Scheduler) carryOut(ctx context.Context, rec *job.Record, effects []job.Effect) {
+	for _, e := range effects {
+		switch e := e.(type) {
+		case job.History:
+			s.emitHistory(ctx, rec, e)
+		case job.Alert:
+			s.alert(ctx, e.Severity, e.Kind, rec.ID, e.Summary, e.Details, e.ID)
+		}
+	}
 	for _, e := range effects {
 		switch e := e.(type) {
 		case job.Launch:
@@ -140,10 +154,6 @@ func (s *Scheduler) carryOut(ctx context.Context, rec *job.Record, effects []job
 			s.requestCheckpoint(rec.ID, e.Attempt, e.Deadline, e.Reason)
 		case job.StartWorkload:
 			s.control(rec.ID, e.Attempt, events.ControlStart, time.Time{}, "the checkpoint it resumes from is stored")
-		case job.History:
-			s.emitHistory(ctx, rec, e)
-		case job.Alert:
-			s.alert(ctx, e.Severity, e.Kind, rec.ID, e.Summary, e.Details, e.ID)
 		case job.AttemptClosed:
 			s.attemptClosed(e.Attempt)
 			if reason := moveReason(&e.Attempt); reason != "" {

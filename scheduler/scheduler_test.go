@@ -467,6 +467,56 @@ func TestPlacementIsNotHeldUpByLaunchesUnderWay(t *testing.T) {
 	}
 }
 
+// gatedTerminates holds every terminate call until its gate opens: a
+// cloud slow to let capacity go.
+type gatedTerminates struct {
+	*sim.Cloud
+	gate    chan struct{}
+	waiting atomic.Int32
+}
+
+func (g *gatedTerminates) Terminate(ctx context.Context, instanceID string) error {
+	g.waiting.Add(1)
+	if err := through(ctx, g.gate); err != nil {
+		return err
+	}
+	return g.Cloud.Terminate(ctx, instanceID)
+}
+
+// A job's history tells of its end as soon as its record does, not once
+// the cloud has let its capacity go: while the call terminating the
+// succeeded job's instance is held, the history already has "succeeded";
+// once the call goes through, the attempt closes.
+func TestHistoryIsNotHeldUpByTerminates(t *testing.T) {
+	g := &gatedTerminates{gate: make(chan struct{})}
+	r := newRig(t, rigOpt{provider: func(c *sim.Cloud) providers.Provider { g.Cloud = c; return g }})
+	rec := r.submit(t, oneGPU)
+	r.waitState(t, rec.ID, job.Placing)
+	r.boot(t, rec.ID)
+	running := r.waitState(t, rec.ID, job.Running)
+	r.clk.Advance(30 * time.Minute)
+	if err := r.bus.Publish(r.ctx, events.AgentSubject(rec.ID, 1), &events.AgentReport{JobID: rec.ID, Attempt: 1, InstanceID: running.Status.Current.Instances[0], Kind: events.AgentExited}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitState(t, rec.ID, job.Succeeded)
+	testutil.CheckFor(t, 15*time.Second, 10*time.Millisecond, func() error {
+		if g.waiting.Load() == 0 {
+			return errors.New("the terminate has not reached the cloud")
+		}
+		if kinds := r.history(t, rec.ID); !slices.Contains(kinds, events.KindSucceeded) {
+			return fmt.Errorf("history %v, with the terminate held: no %q", kinds, events.KindSucceeded)
+		}
+		return nil
+	})
+	close(g.gate)
+	testutil.CheckFor(t, 15*time.Second, 10*time.Millisecond, func() error {
+		if a := r.get(t, rec.ID).Status.Current; a != nil {
+			return fmt.Errorf("attempt %d still being released", a.N)
+		}
+		return nil
+	})
+}
+
 // A crash between recording "placing" and calling the cloud leaves a
 // placing job with a launch key and no instance; reconciliation launches
 // it with that key, once.
