@@ -149,7 +149,14 @@ func (s *Scheduler) carryOut(ctx context.Context, rec *job.Record, effects []job
 			// for the launches queued before it.
 			s.goLaunch(func(ctx context.Context) { s.launch(ctx, rec, e.Attempt) })
 		case job.Terminate:
-			s.terminate(ctx, rec.ID, e)
+			// On a worker of its own: the input that asked for it (an
+			// agent's exit, a notice, an instance's event) goes on
+			// while the cloud takes its time, and so do the inputs of
+			// the other jobs of its lane. Once Run is on its way out,
+			// at once, as before.
+			if !s.ends.submit(func(ctx context.Context) { s.terminate(ctx, rec.ID, e) }) {
+				s.terminate(ctx, rec.ID, e)
+			}
 		case job.RequestCheckpoint:
 			s.requestCheckpoint(rec.ID, e.Attempt, e.Deadline, e.Reason)
 		case job.StartWorkload:

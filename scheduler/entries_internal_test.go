@@ -21,7 +21,7 @@ func TestAForgottenJobsEntryServesAnotherWithoutMixingThemUp(t *testing.T) {
 	o := Options{}
 	o.defaults()
 	s := &Scheduler{o: o, book: newBook(), index: map[string]*entry{}, kickC: make(chan struct{}, 1), metrics: o.Metrics,
-		work: &pool{}, calls: &pool{}, holds: map[string]map[string]teamHolds{}, teamOf: map[string]string{}, capped: map[string]*job.Record{}}
+		work: &pool{}, calls: &pool{}, ends: &pool{}, holds: map[string]map[string]teamHolds{}, teamOf: map[string]string{}, capped: map[string]*job.Record{}}
 	queued := func(id string, rev uint64) events.JobChange {
 		return events.JobChange{ID: id, Revision: rev, Record: &job.Record{ID: id, Spec: spec,
 			Status: job.Status{State: job.Queued, SubmittedAt: t0}}}

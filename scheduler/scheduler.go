@@ -199,8 +199,10 @@ type Scheduler struct {
 	moves []*job.Record
 	// work runs the actions (placements, releases, moves, expiries);
 	// calls runs launches, whose cloud calls may take seconds: a placement
-	// is written without waiting behind the launches of earlier ones.
-	work, calls *pool
+	// is written without waiting behind the launches of earlier ones;
+	// ends runs terminates, behind no launch, and holds up no input (an
+	// agent's exit, a notice) while a cloud takes its time to answer.
+	work, calls, ends *pool
 	// depose ends Run with ErrDeposed.
 	depose context.CancelCauseFunc
 	// launching holds the launch keys being launched right now.
@@ -290,7 +292,7 @@ func New(bus *events.Bus, o Options) *Scheduler {
 	s := &Scheduler{
 		bus: bus, jobs: bus.Jobs(), pub: bus, o: o, log: o.Log, book: newBook(),
 		index: map[string]*entry{}, kickC: make(chan struct{}, 1), lookedAt: ^uint64(0),
-		metrics: o.Metrics, launching: map[string]bool{}, settled: map[string]int{}, work: &pool{}, calls: &pool{},
+		metrics: o.Metrics, launching: map[string]bool{}, settled: map[string]int{}, work: &pool{}, calls: &pool{}, ends: &pool{},
 		budgetRaised: map[string]bool{}, capC: make(chan struct{}, 1),
 		holds: map[string]map[string]teamHolds{}, teamOf: map[string]string{}, capped: map[string]*job.Record{},
 	}
@@ -337,6 +339,7 @@ func (s *Scheduler) Run(ctx context.Context) (err error) {
 	// for: nothing may start an action once Run is waiting for them.
 	s.work.start(ctx, s.o.Workers)
 	s.calls.start(ctx, s.o.Workers)
+	s.ends.start(ctx, s.o.Workers)
 	var stops []func()
 	defer func() {
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -344,6 +347,7 @@ func (s *Scheduler) Run(ctx context.Context) (err error) {
 		}
 		s.work.stop() // its placements queue launches: stopped first
 		s.calls.stop()
+		s.ends.stop() // actions and launches may queue terminates
 		s.wg.Wait()
 		s.metrics.endView()
 	}()
@@ -454,7 +458,7 @@ func (s *Scheduler) spawn(fn func()) {
 // action running or waiting for a worker, or a cycle to run. Tests use it
 // to let the system settle before they move simulated time on.
 func (s *Scheduler) Busy() bool {
-	return s.busy.Load() > 0 || len(s.kickC) > 0 || s.work.busy() || s.calls.busy()
+	return s.busy.Load() > 0 || len(s.kickC) > 0 || s.work.busy() || s.calls.busy() || s.ends.busy()
 }
 
 // kick asks for a scheduling cycle soon.

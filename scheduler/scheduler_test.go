@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -483,11 +484,12 @@ func (g *gatedTerminates) Terminate(ctx context.Context, instanceID string) erro
 	return g.Cloud.Terminate(ctx, instanceID)
 }
 
-// A job's history tells of its end as soon as its record does, not once
-// the cloud has let its capacity go: while the call terminating the
-// succeeded job's instance is held, the history already has "succeeded";
-// once the call goes through, the attempt closes.
-func TestHistoryIsNotHeldUpByTerminates(t *testing.T) {
+// Nothing waits for a cloud slow to let capacity go: while the call
+// terminating a succeeded job's instance is held, the job's history
+// already has "succeeded" (it is told as soon as the record is written)
+// and the job's next input is handled (its lane goes on); once the call
+// goes through, the attempt closes.
+func TestNothingWaitsForATerminate(t *testing.T) {
 	g := &gatedTerminates{gate: make(chan struct{})}
 	r := newRig(t, rigOpt{provider: func(c *sim.Cloud) providers.Provider { g.Cloud = c; return g }})
 	rec := r.submit(t, oneGPU)
@@ -495,16 +497,36 @@ func TestHistoryIsNotHeldUpByTerminates(t *testing.T) {
 	r.boot(t, rec.ID)
 	running := r.waitState(t, rec.ID, job.Running)
 	r.clk.Advance(30 * time.Minute)
-	if err := r.bus.Publish(r.ctx, events.AgentSubject(rec.ID, 1), &events.AgentReport{JobID: rec.ID, Attempt: 1, InstanceID: running.Status.Current.Instances[0], Kind: events.AgentExited}); err != nil {
+	exited := &events.AgentReport{JobID: rec.ID, Attempt: 1, InstanceID: running.Status.Current.Instances[0], Kind: events.AgentExited}
+	if err := r.bus.Publish(r.ctx, events.AgentSubject(rec.ID, 1), exited); err != nil {
 		t.Fatal(err)
 	}
 	r.waitState(t, rec.ID, job.Succeeded)
+	exits := func() (n int64) {
+		for k, v := range r.s.Metrics().Verdicts() {
+			if strings.HasPrefix(k, "exited/") {
+				n += v
+			}
+		}
+		return n
+	}
 	testutil.CheckFor(t, 15*time.Second, 10*time.Millisecond, func() error {
 		if g.waiting.Load() == 0 {
 			return errors.New("the terminate has not reached the cloud")
 		}
 		if kinds := r.history(t, rec.ID); !slices.Contains(kinds, events.KindSucceeded) {
 			return fmt.Errorf("history %v, with the terminate held: no %q", kinds, events.KindSucceeded)
+		}
+		return nil
+	})
+	before := exits()
+	// The agent says it again (a retry): the same job, the same lane.
+	if err := r.bus.Publish(r.ctx, events.AgentSubject(rec.ID, 1), exited); err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, 15*time.Second, 10*time.Millisecond, func() error {
+		if n := exits(); n <= before {
+			return fmt.Errorf("%d exits handled, with the terminate held: the repeated one waits behind it", n)
 		}
 		return nil
 	})
