@@ -6,11 +6,13 @@ import (
 )
 
 // pool runs the scheduler's actions (placements, releases, moves; launches
-// on a pool of their own) on a fixed number of workers, first come first
-// served: a cycle hands over its plan without waiting, and no goroutine is
-// made per job. A placement is written by one task and launched by another
-// on the other pool, so placing a burst of jobs is held up neither by the
-// clouds' launch calls nor by a backlog of launches.
+// on a pool of their own, terminates on a third) on a fixed number of
+// workers, first come first served: a cycle hands over its plan without
+// waiting, and no goroutine is made per job. A placement is written by one
+// task and launched by another on the other pool, so placing a burst of
+// jobs is held up neither by the clouds' launch calls nor by a backlog of
+// launches; a terminate waits behind neither, nor holds up the input that
+// asked for it.
 type pool struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
