@@ -125,6 +125,10 @@ func (s *Scheduler) fence(r *job.Record) error {
 	return nil
 }
 
+// tellTimeout bounds the publish of a written change's history entries
+// and alerts.
+const tellTimeout = 5 * time.Second
+
 // carryOut does what the lifecycle asked for, in order, but for what
 // tells of the change (history entries and alerts): those go out first,
 // right after the record is written, so that no cloud call (a terminate
@@ -133,14 +137,18 @@ func (s *Scheduler) fence(r *job.Record) error {
 // it, and a crash while the calls are under way no longer loses them
 // (one between the write and the publish still can).
 func (s *Scheduler) carryOut(ctx context.Context, rec *job.Record, effects []job.Effect) {
+	// With a context of their own: the one that stops Run (a deploy's
+	// SIGTERM) does not drop what the record already says.
+	tell, cancel := context.WithTimeout(context.WithoutCancel(ctx), tellTimeout)
 	for _, e := range effects {
 		switch e := e.(type) {
 		case job.History:
-			s.emitHistory(ctx, rec, e)
+			s.emitHistory(tell, rec, e)
 		case job.Alert:
-			s.alert(ctx, e.Severity, e.Kind, rec.ID, e.Summary, e.Details, e.ID)
+			s.alert(tell, e.Severity, e.Kind, rec.ID, e.Summary, e.Details, e.ID)
 		}
 	}
+	cancel()
 	for _, e := range effects {
 		switch e := e.(type) {
 		case job.Launch:
