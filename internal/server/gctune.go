@@ -21,8 +21,11 @@ import (
 // of work. While the jobs are quiet (fewer than busyChanges changes to
 // their records in the last quietSpan), TuneGC holds the growth between
 // collections to an eighth of what is live, but never less than
-// minHeadroom (a small heap keeps Go's default), and hands free pages
-// beyond that back to the system. The cost is CPU while quiet: 100,000
+// minHeadroom (a small heap keeps Go's default), holds the memory the
+// runtime keeps from the system to what the heap uses and that headroom
+// (a memory limit, memoryLimitFor: the free pages a collection leaves are
+// handed back as they come, not left for minutes), and hands every free
+// page back when it tidies. The cost is CPU while quiet: 100,000
 // queued jobs and the simulated cloud's prices at 120 times real time,
 // two quiet minutes took 16.0 s of CPU (4.7 s of it collecting) against
 // 10.4 s (1.2 s) with a quarter and at least 64 MiB, for an RSS of
@@ -68,11 +71,26 @@ func gcPercentFor(live uint64, isQuiet bool) int {
 	return min(100, max(int(100*headroomFor(live)/float64(live)), int(math.Round(100*headroomShare))))
 }
 
-// heapSample reads what the tuner goes by: the heap live at the last
-// collection, the heap's free pages not yet handed back.
-type heapSample struct{ live, free uint64 }
+// memoryLimitFor is the Go memory limit for the heap of h: while quiet,
+// the memory the process holds in use now and the headroom of its live
+// heap (headroomFor) on top, so that the free pages a collection leaves
+// go back to the system as the heap gives them up, not at the next tidy,
+// while the pages the heap grows into between collections are still
+// there; while busy, base (the operator's limit, or the container's:
+// SetMemoryLimit; math.MaxInt64 for none). Never above base.
+func memoryLimitFor(h heapSample, isQuiet bool, base int64) int64 {
+	if !isQuiet || h.live == 0 || h.total < h.released+h.free {
+		return base
+	}
+	return min(base, int64(h.total-h.released-h.free)+int64(headroomFor(h.live)))
+}
 
-var heapMetrics = []string{"/gc/heap/live:bytes", "/memory/classes/heap/free:bytes"}
+// heapSample reads what the tuner goes by: the heap live at the last
+// collection, the heap's free pages not yet handed back, all the memory
+// the runtime has mapped, and what of it was handed back.
+type heapSample struct{ live, free, total, released uint64 }
+
+var heapMetrics = []string{"/gc/heap/live:bytes", "/memory/classes/heap/free:bytes", "/memory/classes/total:bytes", "/memory/classes/heap/released:bytes"}
 
 func readHeap() (heapSample, bool) {
 	s := make([]metrics.Sample, len(heapMetrics))
@@ -85,7 +103,7 @@ func readHeap() (heapSample, bool) {
 			return heapSample{}, false
 		}
 	}
-	return heapSample{s[0].Value.Uint64(), s[1].Value.Uint64()}, true
+	return heapSample{s[0].Value.Uint64(), s[1].Value.Uint64(), s[2].Value.Uint64(), s[3].Value.Uint64()}, true
 }
 
 // activity are the counters of job changes the tuner reads: one for each
@@ -174,6 +192,8 @@ func TuneGC(log *zap.Logger) bool {
 	log.Info("tuning the collector to the live heap while the jobs are quiet (GOGC overrides it)")
 	tuner.Lock()
 	tuner.percent = 100
+	tuner.base = debug.SetMemoryLimit(-1)
+	tuner.limit = tuner.base
 	tuner.Unlock()
 	var quietNow atomic.Bool
 	set := func() {
@@ -183,7 +203,15 @@ func TuneGC(log *zap.Logger) bool {
 		if !ok || !tuning.Load() {
 			return
 		}
-		p := gcPercentFor(h.live, quietNow.Load())
+		isQuiet := quietNow.Load()
+		if now := debug.SetMemoryLimit(-1); now != tuner.limit {
+			tuner.base = now // set by someone else since: theirs
+		}
+		if l := memoryLimitFor(h, isQuiet, tuner.base); l != tuner.limit && (l == tuner.base || abs(l-tuner.limit) >= memoryLimitStep) {
+			debug.SetMemoryLimit(l)
+			tuner.limit = l
+		}
+		p := gcPercentFor(h.live, isQuiet)
 		if p == tuner.percent || (abs(p-tuner.percent) < gcPercentStep && p != 100) {
 			return
 		}
@@ -247,25 +275,35 @@ func tidyDue(quiet bool, quietTicks, every int, asked bool) bool {
 }
 
 // tuning is set while TuneGC's tuner runs: one a process. tuner is the
-// percentage it set last, and holds one setter at a time.
+// percentage and the memory limit it set last and the limit it found
+// (base), and holds one setter at a time.
 var (
 	tuning atomic.Bool
 	tuner  struct {
 		sync.Mutex
-		percent int
+		percent     int
+		base, limit int64
 	}
 )
 
-// stopTuningGC stops the tuner and puts Go's default back: for tests.
+// memoryLimitStep: the memory limit is set again while quiet only when it
+// moves by this much.
+const memoryLimitStep = 1 << 20
+
+// stopTuningGC stops the tuner and puts Go's default and the limit it
+// found back: for tests.
 func stopTuningGC() {
 	tuner.Lock()
 	defer tuner.Unlock()
 	tuning.Store(false)
 	debug.SetGCPercent(100)
 	tuner.percent = 100
+	if tuner.base != 0 && debug.SetMemoryLimit(-1) == tuner.limit {
+		debug.SetMemoryLimit(tuner.base)
+	}
 }
 
-func abs(v int) int {
+func abs[T int | int64](v T) T {
 	if v < 0 {
 		return -v
 	}

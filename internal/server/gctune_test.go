@@ -1,8 +1,10 @@
 package server
 
 import (
+	"math"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"sync/atomic"
 	"testing"
@@ -105,12 +107,20 @@ func TestTuneGCFollowsTheLiveHeapWhileQuiet(t *testing.T) {
 			runtime.GC()
 		}
 	}
+	base := debug.SetMemoryLimit(-1)
 	big := make([]byte, 512<<20) // an eighth of it is more than 16 MiB
 	waitFor(13)
+	// Quiet: the memory limit is what the heap holds, and its headroom.
+	if l := debug.SetMemoryLimit(-1); l >= base || l < 512<<20 {
+		t.Errorf("memory limit %d MiB while quiet with 512 MiB live, want above that and under the one found (%d)", l>>20, base)
+	}
 	// Jobs change: a hundred changes at every reading.
 	var changes atomic.Uint64
 	defer countActivity(func() uint64 { return changes.Add(100) })()
 	waitFor(100)
+	if l := debug.SetMemoryLimit(-1); l != base {
+		t.Errorf("memory limit %d while busy, want the one found, %d", l, base)
+	}
 	runtime.KeepAlive(big)
 }
 
@@ -141,6 +151,34 @@ func TestTidyDue(t *testing.T) {
 	} {
 		if got := tidyDue(tt.quiet, tt.ticks, tt.every, tt.asked); got != tt.want {
 			t.Errorf("%s: tidyDue = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// While quiet the memory limit is what the process holds in use and the
+// headroom of its live heap; while busy, and never below, the one it
+// found (the operator's or the container's).
+func TestMemoryLimitFor(t *testing.T) {
+	const mib = 1 << 20
+	none := int64(math.MaxInt64)
+	// 220 MiB mapped, 10 handed back, 30 free: 180 in use.
+	h := heapSample{live: 160 * mib, free: 30 * mib, total: 220 * mib, released: 10 * mib}
+	for _, tt := range []struct {
+		name  string
+		h     heapSample
+		quiet bool
+		base  int64
+		want  int64
+	}{
+		{"quiet: in use and an eighth of what is live", h, true, none, 200 * mib},
+		{"quiet, a small heap: at least 16 MiB", heapSample{live: 40 * mib, total: 80 * mib, free: 20 * mib}, true, none, 76 * mib},
+		{"quiet, under the operator's limit", h, true, 170 * mib, 170 * mib},
+		{"busy: the operator's", h, false, 500 * mib, 500 * mib},
+		{"busy: none", h, false, none, none},
+		{"nothing live yet", heapSample{total: 50 * mib}, true, none, none},
+	} {
+		if got := memoryLimitFor(tt.h, tt.quiet, tt.base); got != tt.want {
+			t.Errorf("%s: memoryLimitFor = %d MiB, want %d MiB", tt.name, got/mib, tt.want/mib)
 		}
 	}
 }
