@@ -220,6 +220,7 @@ func (c *Cloud) forgetLocked(in *instance) {
 	i := in.rec.Instance
 	delete(c.insts, i.ID)
 	delete(c.unsaved, i.ID)
+	c.unlistLocked(in)
 	in.gone = true
 	ids := slices.DeleteFunc(c.byKey[i.IdempotencyKey], func(x string) bool { return x == i.ID })
 	if len(ids) == 0 {

@@ -93,7 +93,7 @@ func (c *Cloud) repriceLocked(in *instance, t time.Time) {
 // offer up to now.
 func (c *Cloud) repriceOfferLocked(o *offer, now time.Time) {
 	id := o.static.ID()
-	for _, in := range c.insts {
+	for _, in := range c.list.live {
 		if in.rec.Offer == id {
 			c.repriceLocked(in, now)
 		}

@@ -160,6 +160,7 @@ type Cloud struct {
 	running    sync.WaitGroup // calls running their effects (runEffects)
 	insts      map[string]*instance
 	byKey      map[string][]string // idempotency key -> instance IDs by node
+	list       listing             // live and ended instances (listing.go)
 	watchers   providers.Watchers
 	step       int64              // the current price step
 	dirty      map[regionKey]bool // regions whose offers changed in this call
@@ -221,7 +222,7 @@ func New(ctx context.Context, o Options) (*Cloud, error) {
 		offerList: offers, offers: make(map[string]*offer, len(offers)),
 		byRegion: map[regionKey][]*offer{}, byZone: map[string][]*offer{}, traces: map[string]*traceIndex{},
 		done:  make(chan struct{}),
-		insts: map[string]*instance{}, byKey: map[string][]string{},
+		insts: map[string]*instance{}, byKey: map[string][]string{}, list: listing{live: map[string]*instance{}},
 		dirty: map[regionKey]bool{}, unsaved: map[string]*instance{}, stale: map[*instance]struct{}{},
 		acts: &queue{less: byAction}, rechecks: &queue{less: byTime},
 		counted: map[regionKey]bool{}, announced: map[regionKey]time.Time{}, countEvery: cmp.Or(o.CountEvery, defaultCountEvery),

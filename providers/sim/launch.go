@@ -39,6 +39,9 @@ type instance struct {
 	// unstored is set while the record its launch made is not stored yet;
 	// undone once that write failed and the launch was undone (behind.go).
 	unstored, undone bool
+	// listed is set while it is among the ended instances a listing
+	// returns (listing.go).
+	listed bool
 }
 
 // instanceID derives an instance's ID from the cloud, the launch's
@@ -124,8 +127,7 @@ func (c *Cloud) launch(ctx context.Context, req providers.LaunchRequest) ([]prov
 		// retry would buy twice; one that could not be stored is undone.
 		for _, in := range ins {
 			c.launchedLocked(in)
-			c.insts[in.rec.Instance.ID] = in
-			c.byKey[req.IdempotencyKey] = append(c.byKey[req.IdempotencyKey], in.rec.Instance.ID)
+			c.rememberLocked(in)
 			c.holdSlotsLocked(&in.rec.Instance, 1)
 			out = append(out, in.rec.Instance)
 		}
@@ -182,8 +184,7 @@ func (c *Cloud) completeLocked(req providers.LaunchRequest, ids []string, now ti
 		in := &instance{rec: c.newRecord(req, o, first.rec.Instance.Price, n, now)}
 		in.rec.Instance.Reservation = first.rec.Instance.Reservation
 		c.launchedLocked(in)
-		c.insts[in.rec.Instance.ID] = in
-		c.byKey[req.IdempotencyKey] = append(c.byKey[req.IdempotencyKey], in.rec.Instance.ID)
+		c.rememberLocked(in)
 		o.live++
 		c.holdSlotsLocked(&in.rec.Instance, 1)
 		c.counted[o.region] = true
@@ -272,15 +273,19 @@ func (c *Cloud) Instances(ctx context.Context) ([]providers.Instance, error) {
 // since, as Instances does (providers.RecentLister).
 func (c *Cloud) InstancesSince(ctx context.Context, since time.Time) ([]providers.Instance, error) {
 	var out []providers.Instance
+	var ended []*instance
 	err := c.do(ctx, func(now time.Time) error {
-		for _, in := range c.insts {
-			if i := in.rec.Instance; !in.rec.Pruned && (!i.State.Ended() || !i.EndedAt.Before(since)) {
-				c.repriceLocked(in, now)
-				out = append(out, in.rec.Instance)
-			}
+		ended = c.endedSinceLocked(since)
+		out = make([]providers.Instance, 0, len(c.list.live)+len(ended))
+		for _, in := range c.list.live {
+			c.repriceLocked(in, now)
+			out = append(out, in.rec.Instance)
 		}
 		return nil
 	})
+	for _, in := range ended {
+		out = append(out, in.rec.Instance) // no longer changes: see listing
+	}
 	slices.SortFunc(out, compareInstances)
 	return out, err
 }
@@ -330,6 +335,7 @@ func (c *Cloud) endLocked(in *instance, now time.Time, state providers.InstanceS
 	c.repriceLocked(in, now)
 	i := &in.rec.Instance
 	i.State, i.EndedAt, i.Reason = state, now, reason
+	c.endedLocked(in)
 	c.holdSlotsLocked(i, -1)
 	if o, ok := c.offers[in.rec.Offer]; ok {
 		o.live--

@@ -94,6 +94,7 @@ func (c *Cloud) retryUnsavedLocked() {
 // pruneLocked slims the records of instances that ended more than
 // Retention ago and forgets those that ended more than KeyRetention ago.
 func (c *Cloud) pruneLocked(now time.Time) {
+	c.prunedLocked(now)
 	for id, in := range c.insts {
 		i := in.rec.Instance
 		if !i.State.Ended() {
@@ -144,9 +145,8 @@ func (c *Cloud) load(ctx context.Context) error {
 			continue // another simulated cloud shares the bucket
 		}
 		in := &instance{rec: rec}
-		c.insts[rec.Instance.ID] = in
+		c.rememberLocked(in)
 		c.changedLocked(in)
-		c.byKey[rec.Instance.IdempotencyKey] = append(c.byKey[rec.Instance.IdempotencyKey], rec.Instance.ID)
 		if rec.Instance.State.Ended() {
 			if o, ok := c.offers[rec.Offer]; ok && !rec.HeldUntil.IsZero() {
 				c.holdLocked(o, rec.HeldUntil) // the first advance drops it if it is over
@@ -196,8 +196,7 @@ func (c *Cloud) completeStoredLocked(key string) error {
 		rec.Tags = maps.Clone(first.rec.Tags)
 		in := &instance{rec: rec}
 		c.persistLocked(in)
-		c.insts[rec.Instance.ID] = in
-		c.byKey[key] = append(c.byKey[key], rec.Instance.ID)
+		c.rememberLocked(in)
 		if !rec.Instance.State.Ended() {
 			if o, ok := c.offers[rec.Offer]; ok {
 				o.live++
