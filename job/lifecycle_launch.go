@@ -116,7 +116,8 @@ type Observed struct {
 const ListingGrace = time.Minute
 
 // SeenEvery is how often a listing that finds an attempt's instances alive
-// is written into its record (Attempt.SeenAt). Reconciliation lists every
+// is written into its record (Attempt.SeenAt; its launch and its
+// workload's start count as sightings, see lastAlive). Reconciliation lists every
 // running job's instances every few seconds; writing each sighting made
 // every running job's record change at that pace (with 15,000 running, a
 // thousand writes a second, each decoded by every reader of the bucket,
@@ -498,14 +499,14 @@ func (t *tx) observed(in Observed) {
 	// listing was taken, or after, may simply not be in it yet.
 	for _, id := range liveInstances(a) {
 		if sp := spanOf(a, id); !listed[id] && sp != nil && !listedAt.Before(sp.From.Add(ListingGrace)) {
-			at := a.SeenAt
+			at := lastAlive(a)
 			if at.IsZero() {
 				at = t.now
 			}
 			changed = t.gone(a, id, at) || changed
 		}
 	}
-	if alive && !listedAt.Before(a.SeenAt.Add(SeenEvery)) {
+	if alive && !listedAt.Before(lastAlive(a).Add(SeenEvery)) {
 		a.SeenAt = listedAt
 		changed = true
 	}
@@ -526,6 +527,23 @@ func (t *tx) observed(in Observed) {
 	if !changed {
 		t.set(Duplicate, "nothing new")
 	}
+}
+
+// lastAlive is the last moment the record knows the attempt's instances
+// were alive: the last sighting written, its workload's start (its agent
+// ran on them) or its launch (the provider answered with them), whichever
+// is latest. A sighting within SeenEvery of it is not written: with jobs
+// of a few minutes, the first sighting was a write of every job's record
+// that said nothing the record did not know.
+func lastAlive(a *Attempt) time.Time {
+	return latest(latest(a.SeenAt, a.RunningAt), a.LaunchedAt)
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // repeat asks again for what an attempt is waiting on, in case the first

@@ -383,34 +383,47 @@ func TestLifecycleAListingOlderThanTheLaunchEndsNothing(t *testing.T) {
 // SeenEvery, not at every reconciliation round; an instance that vanishes
 // without a trace is billed to the last sighting written.
 func TestLifecycleSightingsAreWrittenEverySeenEvery(t *testing.T) {
-	l := newLife(t, nil)
-	a := l.running(1)
-	id, launched := instances(1, 1)[0], l.now
-	alive := func() Observed {
-		return Observed{Key: a.LaunchKey, At: l.now, Instances: []Instance{{ID: id, LaunchedAt: launched, RunningAt: launched}}}
-	}
-	l.after(15 * time.Second)
-	l.want(Accepted, alive()) // the first sighting
-	seen := l.now
-	for range int(SeenEvery/(15*time.Second)) - 1 {
-		l.after(15 * time.Second)
-		l.want(Duplicate, alive()) // a round like the last: nothing to write
-	}
-	if got := l.r.Status.Current.SeenAt; !got.Equal(seen) {
-		t.Fatalf("seen at %s, want %s", got, seen)
-	}
-	l.after(15 * time.Second)
-	l.want(Accepted, alive())
-	if seen = l.now; !l.r.Status.Current.SeenAt.Equal(seen) {
-		t.Fatalf("seen at %s, want the sighting of %s", l.r.Status.Current.SeenAt, seen)
-	}
-	l.after(2 * time.Minute)
-	l.want(Duplicate, alive())
-	l.after(ListingGrace)
-	l.want(Accepted, Observed{Key: a.LaunchKey, At: l.now}) // vanished
-	ended := l.r.Status.Attempts[0]
-	if want := money.MustParse("3.60").ForDuration(seen.Sub(launched)); ended.Cost != want || !ended.Spans[0].To.Equal(seen) {
-		t.Fatalf("billed %s to %s, want %s to the last sighting written (%s)", ended.Cost, ended.Spans[0].To, want, seen)
+	for _, c := range []struct {
+		name string
+		// vanish is when the instance leaves the listings, after its
+		// workload started; billed is how long it is billed for.
+		vanish, billed time.Duration
+	}{
+		// Its agent ran on it at its start: sightings within SeenEvery of
+		// that say nothing new and are not written; a vanished instance
+		// is billed to the start.
+		{"vanished before a sighting was written", 3 * time.Minute, 0},
+		// The sighting SeenEvery after the start is written, the next
+		// ones within SeenEvery of it not; billed to it.
+		{"vanished after one", SeenEvery + 3*time.Minute, SeenEvery},
+		{"vanished after two", 2*SeenEvery + time.Minute, 2 * SeenEvery},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := newLife(t, nil)
+			a := l.running(1)
+			id, started := instances(1, 1)[0], l.now
+			alive := func() Observed {
+				return Observed{Key: a.LaunchKey, At: l.now, Instances: []Instance{{ID: id, LaunchedAt: started, RunningAt: started}}}
+			}
+			seen := started
+			for l.now.Sub(started) < c.vanish {
+				l.after(15 * time.Second)
+				if l.now.Sub(seen) < SeenEvery {
+					l.want(Duplicate, alive()) // a round like the last: nothing to write
+					continue
+				}
+				l.want(Accepted, alive())
+				if seen = l.now; !l.r.Status.Current.SeenAt.Equal(seen) {
+					t.Fatalf("seen at %s, want the sighting of %s", l.r.Status.Current.SeenAt, seen)
+				}
+			}
+			l.after(ListingGrace)
+			l.want(Accepted, Observed{Key: a.LaunchKey, At: l.now}) // vanished
+			ended := l.r.Status.Attempts[0]
+			if want := money.MustParse("3.60").ForDuration(c.billed); ended.Cost != want || !ended.Spans[0].To.Equal(started.Add(c.billed)) {
+				t.Fatalf("billed %s to %s, want %s to the last sighting written (%s)", ended.Cost, ended.Spans[0].To, want, started.Add(c.billed))
+			}
+		})
 	}
 }
 
@@ -618,7 +631,7 @@ func TestLifecycleVoluntaryMove(t *testing.T) {
 		l.want(Accepted, StartMove{Attempt: 1, Kind: NoticeCheaper, Message: "cheaper elsewhere"})
 		live := []Instance{{ID: instances(1, 1)[0], LaunchedAt: t0, RunningAt: t0}}
 		l.after(time.Minute)
-		res := l.want(Accepted, Observed{Key: a.LaunchKey, Instances: live})
+		res := l.want(Duplicate, Observed{Key: a.LaunchKey, Instances: live}) // seen at its start
 		if ck := effectsOf[RequestCheckpoint](res); len(ck) != 1 {
 			t.Fatalf("the checkpoint request was not repeated: %+v", res.Effects)
 		}
