@@ -161,7 +161,9 @@ type Attempt struct {
 	// that is neither a refusal nor a success).
 	LaunchTries int `json:"launch_tries,omitempty"`
 	// SeenAt is when the provider last listed the attempt's instances
-	// alive: the end billed for one that vanished without a trace.
+	// alive, written at most every SeenEvery and not within SeenEvery of
+	// its launch or start: with them, the end billed for one that vanished
+	// without a trace (lastAlive).
 	SeenAt time.Time `json:"seen_at,omitzero"`
 	// EstimatedRuntime and EstimatedCost are what the scheduler expected
 	// when it chose the placement.
