@@ -27,33 +27,24 @@ func TestListingMatchesEveryInstanceKept(t *testing.T) {
 			e.setAvailable(awsSmallSp, 1000)
 			rng := rand.New(rand.NewPCG(seed, 7))
 
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
 			var mu sync.Mutex
 			cloud := e.cloud
-			wg.Go(func() {
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					mu.Lock()
-					c := cloud
-					mu.Unlock()
-					got, err := c.InstancesSince(context.Background(), time.Time{})
-					if err != nil {
-						continue // closed by a restart
-					}
-					for k := 1; k < len(got); k++ {
-						if compareInstances(got[k-1], got[k]) >= 0 {
-							t.Errorf("listing out of order or repeated at %d: %s, %s", k, got[k-1].ID, got[k].ID)
-							return
-						}
+			defer listAgain(func() bool {
+				mu.Lock()
+				c := cloud
+				mu.Unlock()
+				got, err := c.InstancesSince(context.Background(), time.Time{})
+				if err != nil {
+					return true // closed by a restart
+				}
+				for k := 1; k < len(got); k++ {
+					if compareInstances(got[k-1], got[k]) >= 0 {
+						t.Errorf("listing out of order or repeated at %d: %s, %s", k, got[k-1].ID, got[k].ID)
+						return false
 					}
 				}
-			})
-			defer func() { close(stop); wg.Wait() }()
+				return true
+			})()
 
 			var live []string // launched, perhaps ended since
 			jobs := map[string]string{}
@@ -132,4 +123,25 @@ func listed(insts []providers.Instance) []string {
 		out[k] = fmt.Sprintf("%s %s %s", i.ID, i.State, i.EndedAt.Format(time.RFC3339Nano))
 	}
 	return out
+}
+
+// listAgain calls list on a goroutine of its own, again and again, until it
+// returns false or the function listAgain returns is called (which waits
+// for it).
+func listAgain(list func() bool) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if !list() {
+				return
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
 }
