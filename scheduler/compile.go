@@ -395,6 +395,11 @@ type needs struct {
 	// throughput figure): it is reported, not placed.
 	err string
 
+	// filter is shared by the needs whose static filters are the same
+	// (most differ only in their work): the offers that pass them, for
+	// the search of an offer (cheapest). Nil outside a cycle's decide.
+	filter *offerFilter
+
 	// The static scan, done once and only when a job with these needs is
 	// left unplaced: what the filters that do not change within a cycle
 	// reject, and the offers that pass them.
@@ -504,6 +509,77 @@ func (co *compiledOffers) compileJob(q *QueuedJob, nd *needs) *compiledJob {
 		}
 	}
 	return cj
+}
+
+// offerFilter is what the static filters of some needs let through,
+// listed once two searches asked (a single search walks the book, up to
+// the first offer it cannot beat, for less).
+type offerFilter struct {
+	searches int
+	cands    [][]*compiledOffer // by group, cheapest first; nil until listed
+}
+
+// filterKey is what needs.staticReason reads.
+type filterKey struct {
+	gpus                     string // needs.gpus, a byte a group
+	regions                  *bool  // the rule cache's shared mask
+	perNode, minMem, minVCPU int
+	minRAM                   float64
+	purchases                uint8
+	maxPrice                 money.Micros
+	skipShort                bool
+	ckptTime                 time.Duration
+}
+
+// filters shares offerFilters between the needs of one cycle.
+type filters map[filterKey]*offerFilter
+
+// of is the filter of needs n: the one of the needs before it with the
+// same static filters, if any.
+func (fs filters) of(n *needs) *offerFilter {
+	k := filterKey{perNode: n.perNode, minMem: n.minMem, minVCPU: n.minVCPUs, minRAM: n.minRAM,
+		purchases: n.purchases, maxPrice: n.maxPrice, skipShort: n.skipShort, ckptTime: n.ckpt.Time}
+	if len(n.regions) > 0 {
+		k.regions = &n.regions[0]
+	}
+	g := make([]byte, len(n.gpus))
+	for i, ok := range n.gpus {
+		if ok {
+			g[i] = 1
+		}
+	}
+	k.gpus = string(g)
+	f := fs[k]
+	if f == nil {
+		f = &offerFilter{}
+		fs[k] = f
+	}
+	return f
+}
+
+// offers are the offers of group gi that a search for needs n walks:
+// those its static filters pass once listed, else every one.
+func (f *offerFilter) offers(co *compiledOffers, n *needs, gi int) ([]*compiledOffer, bool) {
+	if f == nil {
+		return co.groups[gi].offers, false
+	}
+	if f.cands == nil && f.searches > 1 {
+		f.cands = make([][]*compiledOffer, len(co.groups))
+		for gj := range co.groups {
+			if !n.gpus[gj] {
+				continue
+			}
+			for _, o := range co.groups[gj].offers {
+				if n.staticReason(o) == reasonNone {
+					f.cands[gj] = append(f.cands[gj], o)
+				}
+			}
+		}
+	}
+	if f.cands == nil {
+		return co.groups[gi].offers, false
+	}
+	return f.cands[gi], true
 }
 
 // ruleCache shares region masks between jobs with the same placement

@@ -130,11 +130,17 @@ func DecideMoves(s Snapshot, runningOn map[string]string) []MoveOption {
 	return moves
 }
 
+// shareFilters lets the needs of a cycle share their static filters'
+// candidates (offerFilter); tests turn it off to check that the plans are
+// the same without.
+var shareFilters = true
+
 func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 	co := compileOffers(s.Offers, s.offerBase(), s.Unavailable, s.taken, s.Now)
 	defer co.release()
 	rules := &ruleCache{}
 	compiled := map[unique.Handle[Requirements]]*needs{}
+	shared := filters{}
 	var byID map[string]*compiledOffer
 	if runningOn != nil {
 		byID = make(map[string]*compiledOffer, len(co.all))
@@ -160,6 +166,9 @@ func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 		if !ok {
 			r := q.Req.Value()
 			nd = co.compileNeeds(&r, s.Throughput, rules)
+			if shareFilters {
+				nd.filter = shared.of(nd)
+			}
 			compiled[q.Req] = nd
 		}
 		if nd.fitsNowhere() {
@@ -290,6 +299,9 @@ func (co *compiledOffers) cheapest(cj *compiledJob, now time.Time, mask uint8) (
 	var best *compiledOffer
 	var bestEst bidding.Estimate
 	bestCost := money.Micros(math.MaxInt64)
+	if cj.filter != nil {
+		cj.filter.searches++
+	}
 	for gi := range co.groups {
 		if !cj.gpus[gi] {
 			continue
@@ -299,14 +311,15 @@ func (co *compiledOffers) cheapest(cj *compiledJob, now time.Time, mask uint8) (
 		// Every later offer in the group costs at least price x hours;
 		// the bound only prunes, so a float (with a margin) is enough.
 		hours := float64(cj.nodes) * (runtime + g.minStartup).Hours()
-		for _, o := range g.offers {
+		offers, passed := cj.filter.offers(co, cj.needs, gi)
+		for _, o := range offers {
 			if bestCost != math.MaxInt64 && float64(o.price)*hours > float64(bestCost)*(1+1e-9)+1 {
 				break
 			}
 			if cj.maxPrice > 0 && o.price > cj.maxPrice {
 				break // and so is every later one
 			}
-			if o.purchase&mask == 0 || cj.staticReason(o) != reasonNone || cj.dynamicReason(o) != reasonNone {
+			if o.purchase&mask == 0 || !passed && cj.staticReason(o) != reasonNone || cj.dynamicReason(o) != reasonNone {
 				continue
 			}
 			est := cj.estimate(now, o, runtime)
