@@ -69,7 +69,7 @@ func (s *Scheduler) cycle(ctx context.Context) {
 	teams := s.teamStates(now)
 	snap := Snapshot{Now: now, Jobs: batch, Offers: bv.offers, Unavailable: bv.unavailable, Throughput: s.tp,
 		Geography: s.o.Geography, Rates: bv.rates, Policy: s.o.Policy, Zones: s.zones.stats, PolicyStep: s.o.PolicyInterval, base: bv.base, taken: bv.taken,
-		Teams: teams, pending: s.cyclePending}
+		Teams: teams, pending: s.cyclePending, placed: s.cyclePlaced}
 
 	// 2. Decide.
 	var moving []move
@@ -155,7 +155,8 @@ func (s *Scheduler) cycle(ctx context.Context) {
 	// (with 10,000 queued a cycle over all of them needs most of a MB).
 	clear(batch)
 	clear(plan.Pending)
-	s.cycleJobs, s.cyclePending = batch[:0], plan.Pending[:0]
+	clear(plan.Placements)
+	s.cycleJobs, s.cyclePending, s.cyclePlaced = batch[:0], plan.Pending[:0], plan.Placements[:0]
 }
 
 // place records one placement (the attempt and its launch key, before

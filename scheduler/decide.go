@@ -46,9 +46,11 @@ type Snapshot struct {
 	// taken, when set, are counts launches took off Offers since their
 	// feed (by offer ID): an offer's count is its Available less these.
 	taken map[string]int
-	// pending, when set, is an array the plan's Pending may be laid in
-	// (the scheduler's cycle hands the one of the cycle before).
+	// pending and placed, when set, are arrays the plan's Pending and
+	// Placements may be laid in (the scheduler's cycle hands the ones of
+	// the cycle before).
 	pending []Pending
+	placed  []Placement
 }
 
 // offerBase returns the snapshot's compiled base, compiling it if it has
@@ -158,6 +160,10 @@ func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 		if cap(plan.Pending) < len(s.Jobs) {
 			plan.Pending = make([]Pending, 0, len(s.Jobs))
 		}
+		// Placements grow as they come (few jobs are placed at once as a
+		// rule), in the array of the cycle before: a burst placing
+		// thousands grew a new one of 344 bytes a job every cycle.
+		plan.Placements = s.placed[:0]
 	}
 	var moves []MoveOption
 	teams := teamBook(s.Teams)

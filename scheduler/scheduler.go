@@ -190,10 +190,12 @@ type Scheduler struct {
 	// these only, not at a backlog that fitted nowhere.
 	fresh    []*QueuedJob
 	lookedAt uint64
-	// cycleJobs and cyclePending are the arrays the last cycle listed its
-	// jobs and verdicts in, for the next; only the cycle touches them.
+	// cycleJobs, cyclePending and cyclePlaced are the arrays the last
+	// cycle listed its jobs and verdicts in, for the next; only the cycle
+	// touches them.
 	cycleJobs    []*QueuedJob
 	cyclePending []Pending
+	cyclePlaced  []Placement
 	// moves are the running jobs the last reconciliation found for the
 	// next cycle to look for cheaper capacity for (see move.go).
 	moves []*job.Record
