@@ -397,8 +397,9 @@ type needs struct {
 
 	// filter is shared by the needs whose static filters are the same
 	// (most differ only in their work): the offers that pass them, for
-	// the search of an offer (cheapest). Nil outside a cycle's decide.
-	filter *offerFilter
+	// the search of an offer (cheapest); baseFilter likewise, the offers
+	// the on-demand baseline looks at. Nil outside a cycle's decide.
+	filter, baseFilter *offerFilter
 
 	// The static scan, done once and only when a job with these needs is
 	// left unplaced: what the filters that do not change within a cycle
@@ -511,12 +512,14 @@ func (co *compiledOffers) compileJob(q *QueuedJob, nd *needs) *compiledJob {
 	return cj
 }
 
-// offerFilter is what the static filters of some needs let through,
-// listed once two searches asked (a single search walks the book, up to
-// the first offer it cannot beat, for less).
+// offerFilter is what the static filters of some needs let through (or,
+// for the on-demand baseline, what it looks at), listed once two walks
+// asked (a single walk goes through the book, up to the first offer it
+// cannot beat, for less).
 type offerFilter struct {
-	searches int
-	cands    [][]*compiledOffer // by group, cheapest first; nil until listed
+	pass  func(*needs, *compiledOffer) bool
+	walks int
+	cands [][]*compiledOffer // by group, cheapest first; nil until listed
 }
 
 // filterKey is what needs.staticReason reads.
@@ -531,14 +534,23 @@ type filterKey struct {
 	ckptTime                 time.Duration
 }
 
-// filters shares offerFilters between the needs of one cycle.
-type filters map[filterKey]*offerFilter
+// filters shares offerFilters between the needs of one cycle: those for
+// the search of an offer (cheapest) and those for the on-demand baseline.
+type filters struct {
+	search, baseline filterSet
+}
 
-// of is the filter of needs n: the one of the needs before it with the
-// same static filters, if any.
-func (fs filters) of(n *needs) *offerFilter {
-	k := filterKey{perNode: n.perNode, minMem: n.minMem, minVCPU: n.minVCPUs, minRAM: n.minRAM,
-		purchases: n.purchases, maxPrice: n.maxPrice, skipShort: n.skipShort, ckptTime: n.ckpt.Time}
+// filterSet is the offerFilters of one kind, by key.
+type filterSet map[filterKey]*offerFilter
+
+func newFilters() filters {
+	return filters{search: filterSet{}, baseline: filterSet{}}
+}
+
+// set gives needs n the filters of the needs before it with the same
+// static filters, if any.
+func (fs filters) set(n *needs) {
+	k := filterKey{perNode: n.perNode, minMem: n.minMem, minVCPU: n.minVCPUs, minRAM: n.minRAM}
 	if len(n.regions) > 0 {
 		k.regions = &n.regions[0]
 	}
@@ -549,37 +561,65 @@ func (fs filters) of(n *needs) *offerFilter {
 		}
 	}
 	k.gpus = string(g)
-	f := fs[k]
+	// The baseline looks at every on-demand offer of the job's shape and
+	// regions, whatever its purchase option, price cap and checkpoint.
+	n.baseFilter = fs.baseline.of(k, baselineCandidate)
+	k.purchases, k.maxPrice, k.skipShort, k.ckptTime = n.purchases, n.maxPrice, n.skipShort, n.ckpt.Time
+	n.filter = fs.search.of(k, func(n *needs, o *compiledOffer) bool { return n.staticReason(o) == reasonNone })
+}
+
+func (m filterSet) of(k filterKey, pass func(*needs, *compiledOffer) bool) *offerFilter {
+	f := m[k]
 	if f == nil {
-		f = &offerFilter{}
-		fs[k] = f
+		f = &offerFilter{pass: pass}
+		m[k] = f
 	}
 	return f
 }
 
-// offers are the offers of group gi that a search for needs n walks:
-// those its static filters pass once listed, else every one.
-func (f *offerFilter) offers(co *compiledOffers, n *needs, gi int) ([]*compiledOffer, bool) {
-	if f == nil {
-		return co.groups[gi].offers, false
+// baselineCandidate reports whether the on-demand baseline of needs n
+// looks at offer o.
+func baselineCandidate(n *needs, o *compiledOffer) bool {
+	if o.purchase != purchaseBit(providers.OnDemand) {
+		return false
 	}
-	if f.cands == nil && f.searches > 1 {
-		f.cands = make([][]*compiledOffer, len(co.groups))
-		for gj := range co.groups {
-			if !n.gpus[gj] {
-				continue
-			}
-			for _, o := range co.groups[gj].offers {
-				if n.staticReason(o) == reasonNone {
-					f.cands[gj] = append(f.cands[gj], o)
-				}
-			}
-		}
+	switch n.staticReason(o) {
+	case reasonNone, reasonPurchase, reasonMaxPrice, reasonShortNotice:
+		return true
 	}
-	if f.cands == nil {
+	return false
+}
+
+// offers are the offers of group gi that a walk for needs n goes
+// through: those the filter passes once listed (listed true), else every
+// one. A walk counts from its first call (walk).
+func (f *offerFilter) offers(co *compiledOffers, n *needs, gi int) (offers []*compiledOffer, listed bool) {
+	if f == nil || f.cands == nil {
 		return co.groups[gi].offers, false
 	}
 	return f.cands[gi], true
+}
+
+// walk counts a walk for needs n, listing the offers the filter passes
+// at the second.
+func (f *offerFilter) walk(co *compiledOffers, n *needs) {
+	if f == nil {
+		return
+	}
+	if f.walks++; f.walks < 2 || f.cands != nil {
+		return
+	}
+	f.cands = make([][]*compiledOffer, len(co.groups))
+	for gi := range co.groups {
+		if !n.gpus[gi] {
+			continue
+		}
+		for _, o := range co.groups[gi].offers {
+			if f.pass(n, o) {
+				f.cands[gi] = append(f.cands[gi], o)
+			}
+		}
+	}
 }
 
 // ruleCache shares region masks between jobs with the same placement

@@ -142,7 +142,7 @@ func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 	defer co.release()
 	rules := &ruleCache{}
 	compiled := map[unique.Handle[Requirements]]*needs{}
-	shared := filters{}
+	shared := newFilters()
 	var byID map[string]*compiledOffer
 	if runningOn != nil {
 		byID = make(map[string]*compiledOffer, len(co.all))
@@ -173,7 +173,7 @@ func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 			r := q.Req.Value()
 			nd = co.compileNeeds(&r, s.Throughput, rules)
 			if shareFilters {
-				nd.filter = shared.of(nd)
+				shared.set(nd)
 			}
 			compiled[q.Req] = nd
 		}
@@ -305,9 +305,7 @@ func (co *compiledOffers) cheapest(cj *compiledJob, now time.Time, mask uint8) (
 	var best *compiledOffer
 	var bestEst bidding.Estimate
 	bestCost := money.Micros(math.MaxInt64)
-	if cj.filter != nil {
-		cj.filter.searches++
-	}
+	cj.filter.walk(co, cj.needs)
 	for gi := range co.groups {
 		if !cj.gpus[gi] {
 			continue
@@ -357,21 +355,21 @@ func (co *compiledOffers) onDemandBaseline(cj *compiledJob) money.Micros {
 		return cj.baseline
 	}
 	var best money.Micros
+	cj.baseFilter.walk(co, cj.needs)
 	for gi := range co.groups {
 		if !cj.gpus[gi] {
 			continue
 		}
 		g := &co.groups[gi]
-		for _, o := range g.offers {
-			if o.purchase != purchaseBit(providers.OnDemand) {
+		offers, listed := cj.baseFilter.offers(co, cj.needs, gi)
+		for _, o := range offers {
+			if !listed && o.purchase != purchaseBit(providers.OnDemand) {
 				continue
 			}
 			if best != 0 && o.price.MulInt(cj.nodes).ForDuration(cj.runtime[gi]+g.minStartup) >= best {
 				break // every offer after it costs as much an hour or more
 			}
-			switch cj.staticReason(o) {
-			case reasonNone, reasonPurchase, reasonMaxPrice, reasonShortNotice:
-			default:
+			if !listed && !baselineCandidate(cj.needs, o) {
 				continue
 			}
 			c := o.price.MulInt(cj.nodes).ForDuration(cj.runtime[gi] + o.startup)

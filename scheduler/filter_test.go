@@ -14,7 +14,8 @@ import (
 // The candidates that needs with the same static filters share only spare
 // walking past offers those filters rule out: every plan is the one each
 // job's own walk of the whole book makes, offers running out as the cycle
-// fills them, blocked ones, price caps, regions and deadlines included.
+// fills them, blocked ones, price caps, regions and deadlines included,
+// and so is every on-demand baseline.
 func TestSharedFiltersPlanAsEveryJobAlone(t *testing.T) {
 	for seed := range uint64(12) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
@@ -60,14 +61,14 @@ func TestSharedFiltersPlanAsEveryJobAlone(t *testing.T) {
 }
 
 type placedOn struct {
-	offer string
-	cost  money.Micros
+	offer          string
+	cost, baseline money.Micros
 }
 
 func placed(p Plan) map[string]placedOn {
 	out := map[string]placedOn{}
 	for _, pl := range p.Placements {
-		out[pl.JobID] = placedOn{pl.Offer.ID(), pl.Estimate.Cost}
+		out[pl.JobID] = placedOn{pl.Offer.ID(), pl.Estimate.Cost, pl.Baseline}
 	}
 	return out
 }
