@@ -51,6 +51,10 @@ type Snapshot struct {
 	// the cycle before).
 	pending []Pending
 	placed  []Placement
+	// unshared keeps the needs of the cycle from sharing the lists of
+	// the offers their static filters pass (offerFilter): tests check
+	// that the plans are the same without.
+	unshared bool
 }
 
 // offerBase returns the snapshot's compiled base, compiling it if it has
@@ -132,11 +136,6 @@ func DecideMoves(s Snapshot, runningOn map[string]string) []MoveOption {
 	return moves
 }
 
-// shareFilters lets the needs of a cycle share their static filters'
-// candidates (offerFilter); tests turn it off to check that the plans are
-// the same without.
-var shareFilters = true
-
 func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 	co := compileOffers(s.Offers, s.offerBase(), s.Unavailable, s.taken, s.Now)
 	defer co.release()
@@ -172,7 +171,7 @@ func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 		if !ok {
 			r := q.Req.Value()
 			nd = co.compileNeeds(&r, s.Throughput, rules)
-			if shareFilters {
+			if !s.unshared {
 				shared.set(nd)
 			}
 			compiled[q.Req] = nd

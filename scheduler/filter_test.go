@@ -38,9 +38,9 @@ func TestSharedFiltersPlanAsEveryJobAlone(t *testing.T) {
 				return Snapshot{Now: t0, Jobs: jobs, Offers: offers, Unavailable: unavailable, Throughput: testTP, Geography: geo}
 			}
 			shared := Decide(snap())
-			shareFilters = false
-			defer func() { shareFilters = true }()
-			alone := Decide(snap())
+			unshared := snap()
+			unshared.unshared = true
+			alone := Decide(unshared)
 			if len(shared.Placements) == 0 || len(alone.Pending) == 0 {
 				t.Fatalf("%d placed, %d pending: the case tests nothing", len(shared.Placements), len(alone.Pending))
 			}
