@@ -24,6 +24,11 @@ type book struct {
 	// gen counts every change to the offers or the marks (version counts
 	// only those that may make a pending job placeable).
 	gen uint64
+	// shape counts the changes to what the offers are, their capacity
+	// aside (the set of offers, their shape, price and notice): all that
+	// the static filters read (needs.staticReason), so a job no offer
+	// passes those for stays so while it does not move.
+	shape uint64
 	// unavailable marks offers whose launch failed for lack of capacity,
 	// until a time.
 	unavailable map[string]time.Time
@@ -135,6 +140,9 @@ func (b *book) replace(provider, region string, offers []providers.Offer) bool {
 	b.regions[k] = r
 	b.stale = true
 	b.reshaped = b.reshaped || old == nil || !slices.EqualFunc(old.offers, offers, sameShape)
+	if old == nil || !slices.EqualFunc(old.fed, offers, sameButCapacity) {
+		b.shape++
+	}
 	ratesChanged := old == nil || !maps.Equal(old.rates, r.rates)
 	b.ratesStale = b.ratesStale || ratesChanged
 	// Pending jobs are looked at again only when the change may let one
@@ -168,6 +176,13 @@ func noBetter(a, b providers.Offer) bool {
 func sameOffer(a, b providers.Offer) bool {
 	a.UpdatedAt, b.UpdatedAt = time.Time{}, time.Time{}
 	return a == b
+}
+
+// sameButCapacity reports whether two offers differ at most in their
+// capacity (count and state) and when they were fed.
+func sameButCapacity(a, b providers.Offer) bool {
+	a.Available, a.Capacity = b.Available, b.Capacity
+	return sameOffer(a, b)
 }
 
 // sameShape reports whether two offers agree in what an offerIndex holds:
@@ -225,6 +240,7 @@ type bookView struct {
 	taken   map[string]int
 	version uint64
 	gen     uint64
+	shape   uint64
 }
 
 // snapshot returns the book as it is now.
@@ -252,7 +268,7 @@ func (b *book) snapshot(now time.Time) bookView {
 	if len(b.taken) > 0 {
 		taken = maps.Clone(b.taken)
 	}
-	return bookView{offers: b.flat, index: b.index, base: b.base, rates: b.rates, unavailable: un, taken: taken, version: b.version, gen: b.gen}
+	return bookView{offers: b.flat, index: b.index, base: b.base, rates: b.rates, unavailable: un, taken: taken, version: b.version, gen: b.gen, shape: b.shape}
 }
 
 // take lowers an offer's available count after the scheduler launched on

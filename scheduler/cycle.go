@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"time"
+	"unique"
 
 	"go.uber.org/zap"
 
@@ -37,6 +38,10 @@ func (s *Scheduler) cycle(ctx context.Context) {
 	}
 	batch := s.cycleJobs[:0]
 	whole := version != s.lookedAt
+	if bv.shape != s.nowhereShape {
+		clear(s.nowhere)
+		s.nowhereShape = bv.shape
+	}
 	if !whole {
 		// Every other queued job was found to fit nowhere in this very
 		// book: only the fresh ones, in queue order.
@@ -52,7 +57,7 @@ func (s *Scheduler) cycle(ctx context.Context) {
 			batch = make([]*QueuedJob, 0, s.q.len()) // one allocation, not a trail of copies
 		}
 		for _, qj := range s.q.jobs {
-			if needsLook(qj) {
+			if needsLook(qj) && !s.stillNowhere(qj, now) {
 				batch = append(batch, qj)
 			}
 		}
@@ -107,6 +112,12 @@ func (s *Scheduler) cycle(ctx context.Context) {
 		if e.queued != p.q {
 			continue
 		}
+		if p.nowhere {
+			if s.nowhere == nil {
+				s.nowhere = map[unique.Handle[Requirements]]bool{}
+			}
+			s.nowhere[p.q.Req] = true
+		}
 		e.seen = version
 		e.pending = p.Reasons
 		if len(p.Reasons) > 0 && p.Reasons[0].Code == "budget" && held[p.q.Team].JobID == "" {
@@ -157,6 +168,16 @@ func (s *Scheduler) cycle(ctx context.Context) {
 	clear(plan.Pending)
 	clear(plan.Placements)
 	s.cycleJobs, s.cyclePending, s.cyclePlaced = batch[:0], plan.Pending[:0], plan.Placements[:0]
+}
+
+// stillNowhere reports whether a queued job need not be looked at again:
+// no offer passed its needs' static filters in a book of the same shape
+// (book.shape: capacity coming back, which triggers most looks, changes
+// nothing for it), it waits for those reasons already, and its deadline,
+// if any, has not passed (a cycle finds it hopeless then). Called with
+// mu held.
+func (s *Scheduler) stillNowhere(qj *QueuedJob, now time.Time) bool {
+	return s.nowhere[qj.Req] && qj.e.pending != nil && (qj.DeadlineAt.IsZero() || now.Before(qj.DeadlineAt))
 }
 
 // place records one placement (the attempt and its launch key, before

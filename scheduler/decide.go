@@ -98,6 +98,8 @@ type Pending struct {
 	Hopeless bool
 
 	q *QueuedJob
+	// nowhere is set when no offer passes the job's static filters.
+	nowhere bool
 }
 
 // Plan is a cycle's outcome. Carrying it out is the executor's business.
@@ -182,7 +184,7 @@ func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 			// one look, not one each).
 			if runningOn == nil {
 				hopeless := !q.DeadlineAt.IsZero() && !s.Now.Before(q.DeadlineAt)
-				plan.Pending = append(plan.Pending, Pending{JobID: q.ID, Reasons: nd.staticOnly, Hopeless: hopeless, q: q})
+				plan.Pending = append(plan.Pending, Pending{JobID: q.ID, Reasons: nd.staticOnly, Hopeless: hopeless, q: q, nowhere: true})
 			}
 			continue
 		}
@@ -204,7 +206,7 @@ func decide(s Snapshot, runningOn map[string]string) (Plan, []MoveOption) {
 		if best == nil {
 			if runningOn == nil {
 				reasons, hopeless := co.explain(cj, s.Now)
-				plan.Pending = append(plan.Pending, Pending{JobID: q.ID, Reasons: reasons, Hopeless: hopeless, q: q})
+				plan.Pending = append(plan.Pending, Pending{JobID: q.ID, Reasons: reasons, Hopeless: hopeless, q: q, nowhere: nd.fitsNowhere()})
 			}
 			continue
 		}

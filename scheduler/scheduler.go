@@ -196,6 +196,11 @@ type Scheduler struct {
 	cycleJobs    []*QueuedJob
 	cyclePending []Pending
 	cyclePlaced  []Placement
+	// nowhere are the needs of queued jobs that no offer passed the
+	// static filters of, in a book of shape nowhereShape (see
+	// stillNowhere); only the cycle touches them.
+	nowhere      map[unique.Handle[Requirements]]bool
+	nowhereShape uint64
 	// moves are the running jobs the last reconciliation found for the
 	// next cycle to look for cheaper capacity for (see move.go).
 	moves []*job.Record
