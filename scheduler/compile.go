@@ -520,6 +520,9 @@ type offerFilter struct {
 	pass  func(*needs, *compiledOffer) bool
 	walks int
 	cands [][]*compiledOffer // by group, cheapest first; nil until listed
+	// scan is, for the search's filters, the static scan that the needs
+	// sharing them copy (needs.staticScan); nil until one asked.
+	scan *needs
 }
 
 // filterKey is what needs.staticReason reads.

@@ -60,6 +60,21 @@ func (n *needs) staticScan(co *compiledOffers) {
 		return
 	}
 	n.scanned = true
+	if f := n.filter; f != nil {
+		// Needs with the same static filters scan alike: once for all.
+		if f.scan == nil {
+			f.scan = &needs{gpus: n.gpus, regions: n.regions, perNode: n.perNode, minMem: n.minMem, minVCPUs: n.minVCPUs,
+				minRAM: n.minRAM, purchases: n.purchases, maxPrice: n.maxPrice, skipShort: n.skipShort, ckpt: n.ckpt}
+			f.scan.scanAll(co)
+		}
+		n.static, n.cands, n.cheapestOver = f.scan.static, f.scan.cands, f.scan.cheapestOver
+		return
+	}
+	n.scanAll(co)
+}
+
+// scanAll is staticScan's walk of every offer.
+func (n *needs) scanAll(co *compiledOffers) {
 	n.cheapestOver = -1
 	n.cands = make([][]*compiledOffer, len(co.groups))
 	for gi := range co.groups {
