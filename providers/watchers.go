@@ -95,16 +95,25 @@ type EventQueue struct {
 	delivering int
 }
 
-// Push appends e, replacing an undelivered offers event of the same
-// provider and region when e is one.
+// Push appends e; an offers event replaces, in its place in line, an
+// undelivered one of the same provider and region. In its place: when the
+// sink is slower than prices move (a busy server, a fast simulated
+// cloud), every region's news is still delivered within one pass over the
+// queue. Moved to the back, the regions of every price step lined up in
+// the same order again, and the sink only ever got to the first few.
 func (q *EventQueue) Push(e Event) {
 	q.mu.Lock()
+	i := -1
 	if e.Kind == EventOffers {
-		q.queue = slices.DeleteFunc(q.queue, func(o Event) bool {
+		i = slices.IndexFunc(q.queue, func(o Event) bool {
 			return o.Kind == EventOffers && o.Provider == e.Provider && o.Region == e.Region
 		})
 	}
-	q.queue = append(q.queue, e)
+	if i >= 0 {
+		q.queue[i] = e
+	} else {
+		q.queue = append(q.queue, e)
+	}
 	q.mu.Unlock()
 	select {
 	case q.ready <- struct{}{}:

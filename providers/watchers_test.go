@@ -25,7 +25,7 @@ func TestWatchersCoalesceOffersButKeepEveryInstanceEvent(t *testing.T) {
 	ws.Emit(inst("i-1"))
 	ws.Emit(offers("aws", "eu-west-1", 2))
 	ws.Emit(offers("azure", "us-east-1", 3)) // another provider's region of the same name
-	ws.Emit(offers("aws", "us-east-1", 4))   // replaces the first, at the back
+	ws.Emit(offers("aws", "us-east-1", 4))   // replaces the first, in its place
 	ws.Emit(inst("i-2"))
 
 	got := drain(q)
@@ -37,7 +37,7 @@ func TestWatchersCoalesceOffersButKeepEveryInstanceEvent(t *testing.T) {
 			order = append(order, e.Instance.ID)
 		}
 	}
-	want := []string{"i-1", "aws/eu-west-1@02", "azure/us-east-1@03", "aws/us-east-1@04", "i-2"}
+	want := []string{"aws/us-east-1@04", "i-1", "aws/eu-west-1@02", "azure/us-east-1@03", "i-2"}
 	if len(order) != len(want) {
 		t.Fatalf("delivered %v, want %v", order, want)
 	}
@@ -53,6 +53,48 @@ func TestWatchersCoalesceOffersButKeepEveryInstanceEvent(t *testing.T) {
 	}
 	if more := drain(q); len(more) != 0 {
 		t.Fatalf("delivered %d events twice", len(more))
+	}
+}
+
+// A sink slower than the price steps still hears from every region: each
+// step's news of a region waits in the place the region already had in
+// line, so one pass over the queue reaches them all. (Moved to the back,
+// every step lined the regions up in the same order again and a sink that
+// delivered one region a step heard only from the first, forever: a
+// region's jobs waited for offers that never came.)
+func TestASlowSinkHearsFromEveryRegion(t *testing.T) {
+	var ws Watchers
+	q := ws.Open()
+	regions := []string{"us-east-1", "us-west-2", "eu-west-1", "eu-central-1", "ap-south-1", "sa-east-1"}
+	step := func(n int) {
+		for _, r := range regions {
+			ws.Emit(Event{Kind: EventOffers, Provider: "aws", Region: r, Time: time.Unix(int64(n), 0)})
+		}
+	}
+	step(0)
+	heard := map[string]int{}
+	for n := 1; n <= 3*len(regions); n++ {
+		// The sink delivers one event, and the prices move again.
+		e, ok := q.pop()
+		if !ok {
+			t.Fatalf("step %d: nothing to deliver", n)
+		}
+		q.mu.Lock()
+		q.delivering--
+		q.mu.Unlock()
+		heard[e.Region]++
+		if e.Time.Unix() != int64(n-1) {
+			t.Fatalf("step %d delivered %s's prices of step %d, not the newest", n, e.Region, e.Time.Unix())
+		}
+		step(n)
+		if len(q.queue) > len(regions) {
+			t.Fatalf("step %d: %d events waiting for %d regions", n, len(q.queue), len(regions))
+		}
+	}
+	for _, r := range regions {
+		if heard[r] != 3 {
+			t.Errorf("%s delivered %d times in %d steps, want 3 (heard %v)", r, heard[r], 3*len(regions), heard)
+		}
 	}
 }
 
